@@ -1,0 +1,70 @@
+package nvml
+
+// ReplayVersion is the version of the nvml.json format this package writes.
+const ReplayVersion = 1
+
+// ReplayFile is the nvml.json format: NVML's answers for one node, recorded
+// call by call, so that a replayer can implement go-nvml's nvml.Interface
+// and nvml.Device and the same reading code runs live and offline.
+//
+// Every answer is an Answer: the value NVML returned, or the name of the
+// nvml.Return it failed with ("ERROR_NOT_SUPPORTED", "ERROR_GPU_IS_LOST",
+// ...). A call the file does not record replays as ERROR_NOT_SUPPORTED.
+// The format is documented in docs/nvml-replay.md.
+type ReplayFile struct {
+	Version int `json:"version"`
+	// Init is Init's answer: "" for success, "ERROR_LIBRARY_NOT_FOUND" to
+	// replay a node without the NVIDIA driver.
+	Init              string         `json:"init,omitempty"`
+	DriverVersion     Answer[string] `json:"driver_version"`      // SystemGetDriverVersion
+	NVMLVersion       Answer[string] `json:"nvml_version"`        // SystemGetNVMLVersion
+	CUDADriverVersion Answer[int]    `json:"cuda_driver_version"` // SystemGetCudaDriverVersion
+	// DeviceCount is DeviceGetCount; when it fails, Devices is not read.
+	DeviceCount Answer[int]    `json:"device_count"`
+	Devices     []ReplayDevice `json:"devices"`
+}
+
+// Answer is one recorded NVML answer.
+type Answer[T any] struct {
+	Value T `json:"value"`
+	// Return is the nvml.Return name of a failed call; "" means SUCCESS.
+	Return string `json:"return,omitempty"`
+}
+
+// ReplayPCI is nvml.PciInfo in readable form.
+type ReplayPCI struct {
+	BusID          string `json:"bus_id"`           // NVML's form, "00000000:00:06.0"
+	PCIDeviceID    uint32 `json:"pci_device_id"`    // 0x233510de: device<<16 | vendor
+	PCISubsystemID uint32 `json:"pci_subsystem_id"` // subsystem device<<16 | subsystem vendor
+}
+
+// ReplayDevice is one GPU, in NVML index order.
+type ReplayDevice struct {
+	// Handle is DeviceGetHandleByIndex's answer: "" for success,
+	// "ERROR_GPU_IS_LOST" for a GPU that fell off the bus. When it fails no
+	// other field is read.
+	Handle   string            `json:"handle,omitempty"`
+	PCI      Answer[ReplayPCI] `json:"pci"`       // GetPciInfo
+	UUID     Answer[string]    `json:"uuid"`      // GetUUID
+	Name     Answer[string]    `json:"name"`      // GetName
+	Minor    Answer[int]       `json:"minor"`     // GetMinorNumber
+	NUMANode Answer[int]       `json:"numa_node"` // GetNumaNodeId
+	// CPUAffinity is GetCpuAffinity's words (64 CPUs each, CPU 0 in bit 0
+	// of the first word).
+	CPUAffinity  Answer[[]uint64] `json:"cpu_affinity"`
+	PCIeGen      Answer[int]      `json:"pcie_gen"`       // GetCurrPcieLinkGeneration
+	PCIeMaxGen   Answer[int]      `json:"pcie_max_gen"`   // GetMaxPcieLinkGeneration
+	PCIeWidth    Answer[int]      `json:"pcie_width"`     // GetCurrPcieLinkWidth
+	PCIeMaxWidth Answer[int]      `json:"pcie_max_width"` // GetMaxPcieLinkWidth
+	// NVLinks holds links 0..n-1 (NVML_NVLINK_MAX_LINKS is 18 for Hopper).
+	NVLinks []ReplayNVLink `json:"nvlinks"`
+}
+
+// ReplayNVLink is one link's answers.
+type ReplayNVLink struct {
+	Link       int               `json:"link"`
+	State      Answer[int]       `json:"state"`       // GetNvLinkState: 1 enabled, 0 disabled
+	Version    Answer[int]       `json:"version"`     // GetNvLinkVersion
+	Remote     Answer[ReplayPCI] `json:"remote"`      // GetNvLinkRemotePciInfo
+	RemoteType Answer[int]       `json:"remote_type"` // GetNvLinkRemoteDeviceType: 0 GPU, 1 IBMNPU, 2 NVSwitch
+}

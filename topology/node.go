@@ -1,0 +1,302 @@
+package topology
+
+import "github.com/gpuaffinity/gpuaffinity/cpuset"
+
+// Schema names the JSON contract of Node.
+const Schema = "gpuaffinity.topology/v1"
+
+// Node is everything gpuaffinity knows about one machine.
+type Node struct {
+	Schema   string   `json:"schema"`
+	Hostname string   `json:"hostname,omitempty"` // /proc/sys/kernel/hostname
+	Platform Platform `json:"platform"`
+	CPU      CPUInfo  `json:"cpu"`
+	// NUMANodes are sorted by ID.
+	NUMANodes []NUMANode `json:"numa_nodes"`
+	// PCIDevices is every PCI function, sorted by bus id.
+	PCIDevices []PCIDevice `json:"pci_devices"`
+	// GPUs are sorted by NVML index (PCI bus order where NVML is absent).
+	GPUs []GPU `json:"gpus"`
+	// NICs are sorted by bus id, then name.
+	NICs []NIC `json:"nics"`
+	// NVML says what the NVML source answered as a whole.
+	NVML NVMLInfo `json:"nvml"`
+	// Paths holds one entry per GPU×NIC pair, GPU-major.
+	Paths []Path `json:"paths"`
+	// GPUPaths holds one entry per unordered GPU pair (a < b).
+	GPUPaths []GPUPath `json:"gpu_paths"`
+	// Pairs holds one entry per GPU, in GPU order.
+	Pairs []Pair `json:"pairs"`
+	// Warnings name the file or device behind every degraded answer.
+	Warnings []string `json:"warnings"`
+}
+
+// Cloud names the platform a node runs on.
+type Cloud string
+
+const (
+	CloudAWS       Cloud = "aws"
+	CloudAzure     Cloud = "azure"
+	CloudGCP       Cloud = "gcp"
+	CloudOCI       Cloud = "oci"
+	CloudBareMetal Cloud = "baremetal" // DMI readable, no cloud vendor
+	CloudUnknown   Cloud = "unknown"   // no DMI to read
+)
+
+// Platform comes from DMI (/sys/class/dmi/id).
+type Platform struct {
+	Cloud        Cloud  `json:"cloud"`
+	InstanceType string `json:"instance_type,omitempty"` // product_name on AWS/GCP, shape on OCI
+	SysVendor    string `json:"sys_vendor,omitempty"`    // sys_vendor
+	ProductName  string `json:"product_name,omitempty"`  // product_name
+}
+
+// CPUInfo describes the logical CPUs.
+type CPUInfo struct {
+	Online  cpuset.Set `json:"online"`  // devices/system/cpu/online
+	Offline cpuset.Set `json:"offline"` // devices/system/cpu/offline
+	// Allowed is the CPUs this process may run on (/proc/self/status
+	// Cpus_allowed_list): the cgroup cpuset or taskset limit.
+	Allowed cpuset.Set `json:"allowed"`
+	Sockets []Socket   `json:"sockets"`
+	// Cores are the physical cores, sorted by their first CPU.
+	Cores     []Core `json:"cores"`
+	Vendor    string `json:"vendor,omitempty"`     // /proc/cpuinfo vendor_id
+	ModelName string `json:"model_name,omitempty"` // /proc/cpuinfo model name
+	Family    int    `json:"family,omitempty"`     // /proc/cpuinfo cpu family
+	Model     int    `json:"model,omitempty"`      // /proc/cpuinfo model
+}
+
+// Socket is one physical package.
+type Socket struct {
+	ID        int        `json:"id"` // topology/physical_package_id
+	CPUs      cpuset.Set `json:"cpus"`
+	NUMANodes []int      `json:"numa_nodes"` // NUMA nodes with CPUs in this socket
+}
+
+// Core is one physical core and its SMT siblings.
+type Core struct {
+	Socket   int        `json:"socket"`
+	ID       int        `json:"id"`        // topology/core_id (unique within a socket only)
+	NUMANode int        `json:"numa_node"` // -1 when no node lists its CPUs
+	CPUs     cpuset.Set `json:"cpus"`      // topology/thread_siblings_list
+}
+
+// NUMANode is one node of devices/system/node.
+type NUMANode struct {
+	ID          int        `json:"id"`
+	CPUs        cpuset.Set `json:"cpus"`         // nodeN/cpulist; empty for memory-only nodes
+	MemoryBytes uint64     `json:"memory_bytes"` // nodeN/meminfo MemTotal
+	// Distances is nodeN/distance, indexed like NUMANodes' IDs in the
+	// kernel's order (node 0 first).
+	Distances []int `json:"distances"`
+	// Socket is the socket of its CPUs; nil for a memory-only node.
+	Socket *int `json:"socket"`
+}
+
+// MemoryOnly reports whether the node has memory but no CPU (Grace-Hopper
+// GPU memory, CXL expanders).
+func (n NUMANode) MemoryOnly() bool { return n.CPUs.IsEmpty() }
+
+// Kind says what a PCI function is in the tree.
+type Kind string
+
+const (
+	KindRootPort         Kind = "root-port"         // a bridge whose parent is a host bridge
+	KindSwitchUpstream   Kind = "switch-upstream"   // a bridge below a bridge, with bridges below it
+	KindSwitchDownstream Kind = "switch-downstream" // a bridge whose parent is a switch upstream port
+	KindBridge           Kind = "bridge"            // any other PCI-to-PCI bridge
+	KindHostBridge       Kind = "host-bridge"       // class 0x0600 functions (the root complex's own)
+	KindGPU              Kind = "gpu"
+	KindNIC              Kind = "nic"
+	KindOther            Kind = "other"
+)
+
+// PCIDevice is one PCI function.
+type PCIDevice struct {
+	BusID string `json:"bus_id"` // "0000:17:00.0", lower case
+	// Parent is the parent bridge's bus id; "" when the function sits on a
+	// root bus.
+	Parent string `json:"parent,omitempty"`
+	// HostBridge is the root bus directory the function hangs off,
+	// "pci0000:15".
+	HostBridge      string     `json:"host_bridge"`
+	Kind            Kind       `json:"kind"`
+	Class           string     `json:"class"`            // class, "0x030200"
+	Vendor          string     `json:"vendor"`           // vendor, "0x10de"
+	Device          string     `json:"device"`           // device
+	SubsystemVendor string     `json:"subsystem_vendor"` // subsystem_vendor
+	SubsystemDevice string     `json:"subsystem_device"` // subsystem_device
+	NUMANode        *int       `json:"numa_node"`        // numa_node; nil when -1 or unreadable
+	LocalCPUs       cpuset.Set `json:"local_cpus"`       // local_cpulist
+	Driver          string     `json:"driver,omitempty"` // basename of the driver link
+	Link            PCILink    `json:"link"`
+}
+
+// PCILink is a function's PCIe link; zero values mean "not reported".
+type PCILink struct {
+	Speed    string `json:"speed,omitempty"`     // current_link_speed, "32.0 GT/s PCIe"
+	Width    int    `json:"width,omitempty"`     // current_link_width
+	MaxSpeed string `json:"max_speed,omitempty"` // max_link_speed
+	MaxWidth int    `json:"max_width,omitempty"` // max_link_width
+}
+
+// PCIe is a GPU's link in generation terms.
+type PCIe struct {
+	Gen      int `json:"gen"`
+	Width    int `json:"width"`
+	MaxGen   int `json:"max_gen"`
+	MaxWidth int `json:"max_width"`
+}
+
+// GPUState is what the sources say about a GPU as a whole.
+type GPUState string
+
+const (
+	GPUOK        GPUState = "ok"          // on the bus and answered NVML
+	GPUNoNVML    GPUState = "no-nvml"     // on the bus; NVML not present on the node
+	GPUNotInNVML GPUState = "not-in-nvml" // on the bus; NVML runs but does not list it
+	GPULost      GPUState = "lost"        // NVML reports GPU_IS_LOST
+	GPUNVMLError GPUState = "nvml-error"  // NVML listed it but a required call failed
+)
+
+// GPU is one NVIDIA GPU found on the PCI bus.
+type GPU struct {
+	Index int    `json:"index"`  // NVML index; PCI bus order without NVML
+	BusID string `json:"bus_id"` // lower-case "dddd:bb:dd.f"
+	// NVMLIndex is NVML's index; nil when NVML does not list the GPU.
+	NVMLIndex *int     `json:"nvml_index"`
+	State     GPUState `json:"state"`
+	Vendor    string   `json:"vendor"`         // PCI vendor, "0x10de"
+	Device    string   `json:"device"`         // PCI device id
+	Model     string   `json:"model"`          // NVML name; "" without NVML
+	UUID      string   `json:"uuid,omitempty"` // NVML UUID
+	Minor     *int     `json:"minor"`          // NVML minor number (/dev/nvidiaN)
+	NUMANode  *int     `json:"numa_node"`      // PCI numa_node; nil when unknown
+	// LocalCPUs is the PCI function's local_cpulist.
+	LocalCPUs cpuset.Set `json:"local_cpus"`
+	// NVMLCPUAffinity is NVML's ideal CPU affinity; empty without NVML.
+	NVMLCPUAffinity cpuset.Set `json:"nvml_cpu_affinity"`
+	PCIe            PCIe       `json:"pcie"`
+	// NVLinkVisible is false where NVML answers NOT_SUPPORTED for every
+	// link (VMs, PCIe cards) or is absent.
+	NVLinkVisible bool     `json:"nvlink_visible"`
+	NVLinks       []NVLink `json:"nvlinks"`
+}
+
+// NVLinkRemote says what the far end of a link is.
+type NVLinkRemote string
+
+const (
+	RemoteGPU      NVLinkRemote = "gpu"
+	RemoteNVSwitch NVLinkRemote = "nvswitch"
+	RemoteOther    NVLinkRemote = "other" // IBMNPU, unknown
+)
+
+// NVLink is one NVLink of a GPU, as NVML reports it.
+type NVLink struct {
+	Link        int          `json:"link"`
+	Active      bool         `json:"active"`                  // GetNvLinkState
+	Version     int          `json:"version,omitempty"`       // GetNvLinkVersion
+	RemoteBusID string       `json:"remote_bus_id,omitempty"` // GetNvLinkRemotePciInfo, normalized
+	RemoteType  NVLinkRemote `json:"remote_type,omitempty"`   // GetNvLinkRemoteDeviceType
+}
+
+// NVMLInfo says what the NVML source answered as a whole.
+type NVMLInfo struct {
+	// Source is "live", "replay" (DIR/nvml.json) or "none".
+	Source        string `json:"source"`
+	Error         string `json:"error,omitempty"` // why Source is "none", e.g. library not found
+	DriverVersion string `json:"driver_version,omitempty"`
+	NVMLVersion   string `json:"nvml_version,omitempty"`
+	CUDAVersion   int    `json:"cuda_version,omitempty"`
+}
+
+// Fabric is how a NIC carries GPU traffic.
+type Fabric string
+
+const (
+	FabricInfiniBand Fabric = "infiniband"
+	FabricRoCE       Fabric = "roce"
+	FabricEFA        Fabric = "efa"
+	FabricEthernet   Fabric = "ethernet" // no RDMA device
+)
+
+// RDMA reports whether the fabric is an RDMA fabric.
+func (f Fabric) RDMA() bool { return f == FabricInfiniBand || f == FabricRoCE || f == FabricEFA }
+
+// Role says whether GPUs should use a NIC.
+type Role string
+
+const (
+	RoleCompute Role = "compute"
+	RoleOther   Role = "other"
+)
+
+// NIC is one RDMA device, or one netdev of a network PCI function where
+// the function has no RDMA device.
+type NIC struct {
+	Name       string   `json:"name"`                  // RDMA device, else netdev
+	RDMADevice string   `json:"rdma_device,omitempty"` // class/infiniband/<name>
+	Netdevs    []string `json:"netdevs"`               // class/net entries of the function (or ports' ndevs)
+	BusID      string   `json:"bus_id"`
+	Vendor     string   `json:"vendor"` // PCI vendor
+	Device     string   `json:"device"` // PCI device
+	Driver     string   `json:"driver"` // PCI function's driver
+	Fabric     Fabric   `json:"fabric"`
+	Role       Role     `json:"role"`
+	// RoleReason says which rule or flag chose the role.
+	RoleReason string     `json:"role_reason"`
+	NUMANode   *int       `json:"numa_node"`
+	LocalCPUs  cpuset.Set `json:"local_cpus"`
+	// Virtual is set for a VF (physfn link present).
+	Virtual         bool        `json:"virtual,omitempty"`
+	FirmwareVersion string      `json:"firmware_version,omitempty"` // class/infiniband/<dev>/fw_ver
+	NodeGUID        string      `json:"node_guid,omitempty"`        // class/infiniband/<dev>/node_guid
+	Ports           []Port      `json:"ports"`
+	Interfaces      []Interface `json:"interfaces"`
+}
+
+// RateGbps is the NIC's best port rate (0 when no port reports one).
+func (n NIC) RateGbps() float64 {
+	var r float64
+	for _, p := range n.Ports {
+		r = max(r, p.RateGbps)
+	}
+	for _, i := range n.Interfaces {
+		if i.SpeedMbps > 0 {
+			r = max(r, float64(i.SpeedMbps)/1000)
+		}
+	}
+	return r
+}
+
+// Port is one RDMA port.
+type Port struct {
+	Port        int     `json:"port"`
+	State       string  `json:"state"`      // ports/N/state text, "ACTIVE"
+	StateID     int     `json:"state_id"`   // ports/N/state number, 4
+	PhysState   string  `json:"phys_state"` // ports/N/phys_state text, "LinkUp"
+	PhysStateID int     `json:"phys_state_id"`
+	RateGbps    float64 `json:"rate_gbps"`  // ports/N/rate
+	LinkLayer   string  `json:"link_layer"` // ports/N/link_layer
+	Netdev      string  `json:"netdev,omitempty"`
+	GIDs        []GID   `json:"gids,omitempty"` // Ethernet link layer only
+}
+
+// GID is one populated GID table entry of a RoCE port.
+type GID struct {
+	Index  int    `json:"index"`
+	GID    string `json:"gid"`              // ports/N/gids/I
+	Type   string `json:"type"`             // gid_attrs/types/I: "RoCE v2", "IB/RoCE v1"
+	Netdev string `json:"netdev,omitempty"` // gid_attrs/ndevs/I
+}
+
+// Interface is one netdev of a NIC.
+type Interface struct {
+	Name      string `json:"name"`
+	OperState string `json:"operstate,omitempty"`  // operstate (netlink under root /)
+	MTU       int    `json:"mtu,omitempty"`        // mtu
+	SpeedMbps int    `json:"speed_mbps,omitempty"` // speed; 0 when unknown
+	Address   string `json:"address,omitempty"`    // address (MAC)
+}

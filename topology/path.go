@@ -1,0 +1,81 @@
+package topology
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Class is the PCIe path class between two devices, with the legend of
+// `nvidia-smi topo -m`. Lower is closer.
+type Class int
+
+const (
+	ClassUnknown Class = iota
+	ClassPIX           // at most one PCIe switch between them
+	ClassPXB           // several PCIe switches, no host bridge
+	ClassPHB           // through one PCIe host bridge
+	ClassNODE          // across host bridges within one NUMA node
+	ClassSYS           // across the SMP interconnect between NUMA nodes
+)
+
+var classNames = [...]string{"UNKNOWN", "PIX", "PXB", "PHB", "NODE", "SYS"}
+
+func (c Class) String() string {
+	if c < 0 || int(c) >= len(classNames) {
+		return fmt.Sprintf("Class(%d)", int(c))
+	}
+	return classNames[c]
+}
+
+// ParseClass reads a class name as String prints it.
+func ParseClass(s string) (Class, error) {
+	for i, n := range classNames {
+		if n == s {
+			return Class(i), nil
+		}
+	}
+	return ClassUnknown, fmt.Errorf("unknown path class %q", s)
+}
+
+func (c Class) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
+
+func (c *Class) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := ParseClass(s)
+	*c = v
+	return err
+}
+
+// Path is the class between one GPU and one NIC.
+type Path struct {
+	GPU   int    `json:"gpu"` // GPU index
+	NIC   string `json:"nic"` // NIC name
+	Class Class  `json:"class"`
+	// Inferred is set where the PCI tree alone could not place the two
+	// devices (unknown NUMA node) and locality came from CPU lists.
+	Inferred bool `json:"inferred,omitempty"`
+}
+
+// GPUPath is the connection between two GPUs.
+type GPUPath struct {
+	A     int   `json:"a"`
+	B     int   `json:"b"`
+	Class Class `json:"class"` // PCIe class
+	// NVLinks is the number of NVLinks joining them (directly or through
+	// NVSwitches): `NV#` in nvidia-smi; 0 for none.
+	NVLinks int `json:"nvlinks"`
+}
+
+// Pair is the NIC choice of one GPU.
+type Pair struct {
+	GPU   int      `json:"gpu"`
+	NICs  []string `json:"nics"`
+	Class Class    `json:"class"`
+	Note  string   `json:"note,omitempty"`
+	// Decided is false where several NICs tie at NODE or SYS class and the
+	// choice among them is by order only (VMs that hide PCIe switches).
+	Decided bool `json:"decided"`
+}
