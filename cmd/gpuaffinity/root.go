@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	root     string
+	logLevel string
+	log      *slog.Logger
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	cmd := &cobra.Command{
+		Use:   "gpuaffinity",
+		Short: "GPU/NIC/NUMA affinity for multi-node GPU training",
+		Long: `gpuaffinity discovers a GPU node (GPUs, NICs and RDMA ports, NUMA nodes,
+the PCIe tree), pairs every GPU with the NIC next to it using the path
+classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+			}
+			g.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			if g.root == "" {
+				return fmt.Errorf("--root must not be empty")
+			}
+			return nil
+		},
+	}
+	root := os.Getenv("GPUAFFINITY_ROOT")
+	if root == "" {
+		root = "/"
+	}
+	cmd.PersistentFlags().StringVar(&g.root, "root", root,
+		"filesystem root to read sys/ and proc/ (and nvml.json) under; env GPUAFFINITY_ROOT")
+	cmd.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g))
+	return cmd
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}

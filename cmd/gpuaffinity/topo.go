@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/render"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// nodeFlags are the flags of every command that discovers the node.
+type nodeFlags struct {
+	demo        string
+	computeNICs []string
+	excludeNICs []string
+}
+
+func (f *nodeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.demo, "demo", "", `discover an embedded example machine instead of this one ("list" names them)`)
+	cmd.Flags().StringSliceVar(&f.computeNICs, "compute-nics", nil, "NICs GPUs use (RDMA device, netdev or PCI bus id); others are not compute")
+	cmd.Flags().StringSliceVar(&f.excludeNICs, "exclude-nics", nil, "NICs GPUs never use")
+}
+
+// discover runs discovery on the root, or on a demo machine built into a
+// temporary directory that is removed before returning.
+func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, error) {
+	opts := discover.Options{Root: g.root, Roles: topology.RoleOptions{
+		ComputeNICs: splitList(f.computeNICs), ExcludeNICs: splitList(f.excludeNICs)}}
+	if f.demo != "" {
+		if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
+			return topology.Node{}, fmt.Errorf("--demo and --root exclude each other")
+		}
+		dir, err := os.MkdirTemp("", "gpuaffinity-demo-")
+		if err != nil {
+			return topology.Node{}, err
+		}
+		defer os.RemoveAll(dir)
+		if err := fakesys.BuildMachine(f.demo, dir); err != nil {
+			return topology.Node{}, fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
+		}
+		opts.Root = dir
+	}
+	n, err := discover.Discover(opts)
+	if err != nil {
+		return n, err
+	}
+	for _, w := range n.Warnings {
+		g.log.Debug("discovery", "warning", w)
+	}
+	return n, nil
+}
+
+var renderers = map[string]func(io.Writer, topology.Node) error{
+	"table":   render.Table,
+	"json":    render.JSON,
+	"dot":     render.DOT,
+	"mermaid": render.Mermaid,
+}
+
+func newTopoCmd(g *globals) *cobra.Command {
+	var nf nodeFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "topo",
+		Short: "Show GPUs, NICs, path classes and GPU→NIC pairs",
+		Long: `topo prints the node's topology: by default a matrix in the style of
+nvidia-smi topo -m followed by the GPU→NIC pairs; -o json gives the stable
+contract (schema gpuaffinity.topology/v1, docs/topology-json.md); -o dot and
+-o mermaid draw the node.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if nf.demo == "list" {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(fakesys.Machines(), "\n"))
+				return err
+			}
+			r, ok := renderers[output]
+			if !ok {
+				return fmt.Errorf("-o %q: want table, json, dot or mermaid", output)
+			}
+			n, err := nf.discover(cmd, g)
+			if err != nil {
+				return err
+			}
+			return r(cmd.OutOrStdout(), n)
+		},
+	}
+	nf.register(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid")
+	return cmd
+}

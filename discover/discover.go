@@ -1,0 +1,487 @@
+package discover
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/numa"
+	"github.com/gpuaffinity/gpuaffinity/nvml"
+	"github.com/gpuaffinity/gpuaffinity/pci"
+	"github.com/gpuaffinity/gpuaffinity/platform"
+	"github.com/gpuaffinity/gpuaffinity/rdma"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// Options are the inputs of Discover.
+type Options struct {
+	// Root is the filesystem root: "/" on a live host, a snapshot or
+	// fixture directory otherwise.
+	Root string
+	// NVML overrides the NVML source. Nil means nvml.Open(Root): live NVML
+	// under "/", Root/nvml.json elsewhere, none when neither.
+	NVML gonvml.Interface
+	// NVMLSource names the override's kind in the output ("live", "replay").
+	NVMLSource string
+	// Netlink cross-checks netdev state. Nil means the live netlink source
+	// under "/" and none elsewhere.
+	Netlink rdma.Netlink
+	// Roles pins NIC roles (--compute-nics, --exclude-nics).
+	Roles topology.RoleOptions
+}
+
+// IsLive reports whether root is the running host's own root.
+func IsLive(root string) bool { return filepath.Clean(root) == "/" }
+
+// Discover reads the node under opts.Root.
+func Discover(opts Options) (topology.Node, error) {
+	root := opts.Root
+	if root == "" {
+		root = "/"
+	}
+	n := topology.Node{Schema: topology.Schema}
+	warn := func(errs ...error) {
+		for _, err := range errs {
+			if err != nil {
+				n.Warnings = append(n.Warnings, err.Error())
+			}
+		}
+	}
+
+	devs, perrs, err := pci.NewFS(root).Devices()
+	if err != nil {
+		return n, fmt.Errorf("discover %s: %w", root, err)
+	}
+	warn(perrs...)
+
+	topo, nerrs := numa.Read(root)
+	warn(nerrs...)
+	fillCPU(&n, topo)
+
+	plat, err := platform.Read(root)
+	warn(err)
+	n.Platform = topology.Platform{
+		Cloud: topology.Cloud(plat.Cloud), InstanceType: plat.InstanceType,
+		SysVendor: plat.SysVendor, ProductName: plat.ProductName,
+	}
+	if h, err := sysattr.String(filepath.Join(root, "proc/sys/kernel/hostname")); err == nil {
+		n.Hostname = h
+	}
+
+	n.PCIDevices = pciDevices(devs)
+
+	rdevs, rerrs := rdma.Devices(root)
+	warn(rerrs...)
+	nds, nderrs := rdma.Netdevs(root)
+	warn(nderrs...)
+	nl := opts.Netlink
+	if nl == nil && IsLive(root) {
+		live, closeFn, err := rdma.NewNetlink()
+		if err != nil {
+			warn(err)
+		} else {
+			defer closeFn()
+			nl = live
+		}
+	}
+	if nl != nil {
+		warn(rdma.CrossCheck(nds, nl)...)
+	}
+	n.NICs = nics(devs, rdevs, nds, warn)
+
+	lib, source := opts.NVML, opts.NVMLSource
+	if lib == nil {
+		lib, source, err = nvml.Open(root)
+		warn(err)
+	}
+	var res nvml.Result
+	if lib != nil {
+		res = nvml.Read(lib)
+		n.NVML = topology.NVMLInfo{Source: source, DriverVersion: res.DriverVersion,
+			NVMLVersion: res.NVMLVersion, CUDAVersion: res.CUDADriverVersion}
+		if !res.Available {
+			n.NVML.Source = "none"
+			if res.Err != nil {
+				n.NVML.Error = res.Err.Error()
+			}
+		}
+		n.Warnings = append(n.Warnings, res.Warnings...)
+	} else {
+		n.NVML = topology.NVMLInfo{Source: "none", Error: "no NVML: not a live root and no nvml.json"}
+	}
+	n.GPUs = gpus(devs, res, warn)
+
+	topology.Link(&n, opts.Roles)
+	return n, nil
+}
+
+// fillCPU copies the NUMA and CPU topology into the model.
+func fillCPU(n *topology.Node, t numa.Topology) {
+	n.CPU = topology.CPUInfo{
+		Online: t.Online, Offline: t.Offline, Allowed: t.Allowed,
+		Vendor: t.Vendor, ModelName: t.Model, Family: t.FamilyID, Model: t.ModelID,
+	}
+	socketCPUs := map[int][]int{}
+	socketNodes := map[int][]int{}
+	type coreKey struct{ socket, core int }
+	cores := map[coreKey]*topology.Core{}
+	for _, c := range t.CPUs {
+		socketCPUs[c.Socket] = append(socketCPUs[c.Socket], c.ID)
+		if c.Node >= 0 && !slices.Contains(socketNodes[c.Socket], c.Node) {
+			socketNodes[c.Socket] = append(socketNodes[c.Socket], c.Node)
+		}
+		k := coreKey{c.Socket, c.CoreID}
+		if cores[k] == nil {
+			cores[k] = &topology.Core{Socket: c.Socket, ID: c.CoreID, NUMANode: c.Node}
+		}
+		cores[k].CPUs = cores[k].CPUs.Union(cpuset.Of(c.ID))
+	}
+	for id, cpus := range socketCPUs {
+		nodes := socketNodes[id]
+		slices.Sort(nodes)
+		if nodes == nil {
+			nodes = []int{}
+		}
+		n.CPU.Sockets = append(n.CPU.Sockets, topology.Socket{ID: id, CPUs: cpuset.Of(cpus...), NUMANodes: nodes})
+	}
+	slices.SortFunc(n.CPU.Sockets, func(a, b topology.Socket) int { return a.ID - b.ID })
+	for _, c := range cores {
+		n.CPU.Cores = append(n.CPU.Cores, *c)
+	}
+	slices.SortFunc(n.CPU.Cores, func(a, b topology.Core) int { return a.CPUs.CPUs()[0] - b.CPUs.CPUs()[0] })
+
+	for _, nd := range t.Nodes {
+		m := topology.NUMANode{ID: nd.ID, CPUs: nd.CPUs, MemoryBytes: nd.MemoryBytes, Distances: nd.Distances}
+		if m.Distances == nil {
+			m.Distances = []int{}
+		}
+		for _, s := range n.CPU.Sockets {
+			if slices.Contains(s.NUMANodes, nd.ID) {
+				id := s.ID
+				m.Socket = &id
+				break
+			}
+		}
+		n.NUMANodes = append(n.NUMANodes, m)
+	}
+}
+
+// pciDevices converts the PCI functions and names each one's kind.
+func pciDevices(devs []pci.Device) []topology.PCIDevice {
+	byAddr := map[pci.Address]*pci.Device{}
+	for i := range devs {
+		byAddr[devs[i].Address] = &devs[i]
+	}
+	kinds := map[pci.Address]topology.Kind{}
+	// Parents come before children in depth order; depth is the length of
+	// the parent chain.
+	depth := func(d *pci.Device) int {
+		n := 0
+		for p := d.Parent; p != nil && n <= len(devs); n++ {
+			pd := byAddr[*p]
+			if pd == nil {
+				break
+			}
+			p = pd.Parent
+		}
+		return n
+	}
+	hasBridgeChild := map[pci.Address]bool{}
+	for _, d := range devs {
+		if d.Parent != nil && d.IsBridge() {
+			hasBridgeChild[*d.Parent] = true
+		}
+	}
+	order := make([]*pci.Device, len(devs))
+	for i := range devs {
+		order[i] = &devs[i]
+	}
+	slices.SortStableFunc(order, func(a, b *pci.Device) int { return depth(a) - depth(b) })
+	for _, d := range order {
+		kinds[d.Address] = kindOf(d, kinds, hasBridgeChild)
+	}
+	out := make([]topology.PCIDevice, 0, len(devs))
+	for _, d := range devs {
+		td := topology.PCIDevice{
+			BusID: d.Address.String(), HostBridge: d.RootBus, Kind: kinds[d.Address],
+			Class: fmt.Sprintf("0x%06x", d.Class), Vendor: fmt.Sprintf("0x%04x", d.Vendor),
+			Device: fmt.Sprintf("0x%04x", d.DeviceID), SubsystemVendor: fmt.Sprintf("0x%04x", d.SubsystemVendor),
+			SubsystemDevice: fmt.Sprintf("0x%04x", d.SubsystemDevice), NUMANode: d.NUMANode,
+			LocalCPUs: d.LocalCPUs, Driver: d.Driver,
+			Link: topology.PCILink{Speed: d.CurrentLinkSpeed, Width: d.CurrentLinkWidth,
+				MaxSpeed: d.MaxLinkSpeed, MaxWidth: d.MaxLinkWidth},
+		}
+		if d.Parent != nil {
+			td.Parent = d.Parent.String()
+		}
+		out = append(out, td)
+	}
+	return out
+}
+
+func kindOf(d *pci.Device, kinds map[pci.Address]topology.Kind, hasBridgeChild map[pci.Address]bool) topology.Kind {
+	switch {
+	case d.Class>>8 == 0x0600:
+		return topology.KindHostBridge
+	case isGPU(d):
+		return topology.KindGPU
+	case d.Class>>16 == 0x02:
+		return topology.KindNIC
+	case !d.IsBridge():
+		return topology.KindOther
+	case d.Parent == nil:
+		return topology.KindRootPort
+	case kinds[*d.Parent] == topology.KindSwitchUpstream:
+		return topology.KindSwitchDownstream
+	case hasBridgeChild[d.Address]:
+		return topology.KindSwitchUpstream
+	}
+	return topology.KindBridge
+}
+
+// isGPU: NVIDIA VGA (0x0300) or 3D (0x0302) controller.
+func isGPU(d *pci.Device) bool {
+	sub := d.Class >> 8
+	return d.Vendor == 0x10de && (sub == 0x0300 || sub == 0x0302)
+}
+
+// pcieGen maps a sysfs link speed to a PCIe generation (0 = unknown).
+func pcieGen(speed string) int {
+	f, _, _ := strings.Cut(speed, " ")
+	switch f {
+	case "2.5":
+		return 1
+	case "5.0", "5":
+		return 2
+	case "8.0", "8":
+		return 3
+	case "16.0", "16":
+		return 4
+	case "32.0", "32":
+		return 5
+	case "64.0", "64":
+		return 6
+	}
+	return 0
+}
+
+// gpus builds the GPU list: PCI GPUs matched to NVML by bus id, in NVML
+// index order; GPUs NVML does not list follow in bus order.
+func gpus(devs []pci.Device, res nvml.Result, warn func(...error)) []topology.GPU {
+	byBus := map[string]nvml.GPU{}
+	for _, g := range res.GPUs {
+		byBus[strings.ToLower(g.BusID)] = g
+	}
+	seen := map[string]bool{}
+	var out []topology.GPU
+	for i := range devs {
+		d := &devs[i]
+		if !isGPU(d) {
+			continue
+		}
+		bus := d.Address.String()
+		g := topology.GPU{
+			BusID: bus, Vendor: fmt.Sprintf("0x%04x", d.Vendor), Device: fmt.Sprintf("0x%04x", d.DeviceID),
+			NUMANode: d.NUMANode, LocalCPUs: d.LocalCPUs, NVLinks: []topology.NVLink{},
+			PCIe: topology.PCIe{Gen: pcieGen(d.CurrentLinkSpeed), Width: d.CurrentLinkWidth,
+				MaxGen: pcieGen(d.MaxLinkSpeed), MaxWidth: d.MaxLinkWidth},
+		}
+		ng, listed := byBus[bus]
+		switch {
+		case !res.Available:
+			g.State = topology.GPUNoNVML
+		case !listed:
+			g.State = topology.GPUNotInNVML
+			warn(fmt.Errorf("GPU %s is on the PCI bus but NVML does not list it", bus))
+		default:
+			seen[bus] = true
+			fillNVML(&g, ng)
+		}
+		out = append(out, g)
+	}
+	for _, ng := range res.GPUs {
+		if !seen[strings.ToLower(ng.BusID)] {
+			warn(fmt.Errorf("NVML lists GPU %d (%s) that the PCI bus does not show", ng.Index, ng.BusID))
+		}
+	}
+	// NVML-listed GPUs by NVML index, then the rest in bus order.
+	slices.SortStableFunc(out, func(a, b topology.GPU) int {
+		switch {
+		case a.NVMLIndex != nil && b.NVMLIndex != nil:
+			return *a.NVMLIndex - *b.NVMLIndex
+		case a.NVMLIndex != nil:
+			return -1
+		case b.NVMLIndex != nil:
+			return 1
+		}
+		return 0
+	})
+	next := 0
+	for i := range out {
+		if out[i].NVMLIndex != nil {
+			out[i].Index = *out[i].NVMLIndex
+		} else {
+			out[i].Index = next
+		}
+		next = out[i].Index + 1
+	}
+	return out
+}
+
+func fillNVML(g *topology.GPU, ng nvml.GPU) {
+	idx := ng.Index
+	g.NVMLIndex = &idx
+	switch ng.State {
+	case "ok":
+		g.State = topology.GPUOK
+	case "lost":
+		g.State = topology.GPULost
+	default:
+		g.State = topology.GPUNVMLError
+	}
+	g.Model, g.UUID, g.Minor = ng.Name, ng.UUID, ng.Minor
+	g.NVMLCPUAffinity = cpuset.Of(ng.CPUAffinity...)
+	if g.NUMANode == nil && ng.NUMANode != nil {
+		v := *ng.NUMANode
+		g.NUMANode = &v
+	}
+	if ng.PCIeGen > 0 {
+		g.PCIe.Gen = ng.PCIeGen
+	}
+	if ng.PCIeMaxGen > 0 {
+		g.PCIe.MaxGen = ng.PCIeMaxGen
+	}
+	if ng.PCIeWidth > 0 {
+		g.PCIe.Width = ng.PCIeWidth
+	}
+	if ng.PCIeMaxWidth > 0 {
+		g.PCIe.MaxWidth = ng.PCIeMaxWidth
+	}
+	g.NVLinkVisible = ng.NVLinkVisible
+	for _, l := range ng.NVLinks {
+		g.NVLinks = append(g.NVLinks, topology.NVLink{Link: l.Link, Active: l.Active, Version: l.Version,
+			RemoteBusID: l.RemoteBusID, RemoteType: topology.NVLinkRemote(l.RemoteType)})
+	}
+}
+
+// nics builds one NIC per RDMA device of a network PCI function, or one per
+// netdev where the function has no RDMA device.
+func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(...error)) []topology.NIC {
+	fnByAddr := map[pci.Address]*pci.Device{}
+	for i := range devs {
+		fnByAddr[devs[i].Address] = &devs[i]
+	}
+	rdmaByFn := map[pci.Address][]rdma.Device{}
+	for _, r := range rdevs {
+		if r.PCI == nil {
+			warn(fmt.Errorf("RDMA device %s has no PCI function (software RDMA?); not used", r.Name))
+			continue
+		}
+		if fn := fnByAddr[*r.PCI]; fn == nil {
+			warn(fmt.Errorf("RDMA device %s: PCI function %s is not on the PCI bus", r.Name, r.PCI))
+			continue
+		}
+		rdmaByFn[*r.PCI] = append(rdmaByFn[*r.PCI], r)
+	}
+	ndByFn := map[pci.Address][]rdma.Netdev{}
+	for _, nd := range nds {
+		if nd.PCI != nil {
+			ndByFn[*nd.PCI] = append(ndByFn[*nd.PCI], nd)
+		}
+	}
+	var out []topology.NIC
+	for i := range devs {
+		d := &devs[i]
+		if d.Class>>16 != 0x02 {
+			continue
+		}
+		base := topology.NIC{
+			BusID: d.Address.String(), Vendor: fmt.Sprintf("0x%04x", d.Vendor), Device: fmt.Sprintf("0x%04x", d.DeviceID),
+			Driver: d.Driver, NUMANode: d.NUMANode, LocalCPUs: d.LocalCPUs, Virtual: d.Virtual,
+			Ports: []topology.Port{}, Interfaces: []topology.Interface{}, Netdevs: []string{},
+		}
+		fnNetdevs := ndByFn[d.Address]
+		if rs := rdmaByFn[d.Address]; len(rs) > 0 {
+			for _, r := range rs {
+				nic := base
+				nic.Name, nic.RDMADevice = r.Name, r.Name
+				nic.FirmwareVersion, nic.NodeGUID = r.FirmwareVersion, r.NodeGUID
+				names := map[string]bool{}
+				for _, p := range r.Ports {
+					nic.Ports = append(nic.Ports, port(p))
+					if p.Netdev != "" {
+						names[p.Netdev] = true
+					}
+				}
+				if len(rs) == 1 {
+					for _, nd := range fnNetdevs {
+						names[nd.Name] = true
+					}
+				}
+				for _, nd := range fnNetdevs {
+					if names[nd.Name] {
+						nic.Netdevs = append(nic.Netdevs, nd.Name)
+						nic.Interfaces = append(nic.Interfaces, iface(nd))
+					}
+				}
+				nic.Fabric = fabric(d.Driver, nic.Ports)
+				out = append(out, nic)
+			}
+			continue
+		}
+		if len(fnNetdevs) == 0 {
+			warn(fmt.Errorf("network function %s (driver %q) has no netdev and no RDMA device", d.Address, d.Driver))
+			nic := base
+			nic.Name, nic.Fabric = d.Address.String(), topology.FabricEthernet
+			out = append(out, nic)
+			continue
+		}
+		for _, nd := range fnNetdevs {
+			nic := base
+			nic.Name, nic.Netdevs = nd.Name, []string{nd.Name}
+			nic.Interfaces = []topology.Interface{iface(nd)}
+			nic.Fabric = topology.FabricEthernet
+			out = append(out, nic)
+		}
+	}
+	slices.SortFunc(out, func(a, b topology.NIC) int {
+		return cmp.Or(strings.Compare(a.BusID, b.BusID), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+func fabric(driver string, ports []topology.Port) topology.Fabric {
+	if driver == "efa" {
+		return topology.FabricEFA
+	}
+	for _, p := range ports {
+		switch p.LinkLayer {
+		case "InfiniBand":
+			return topology.FabricInfiniBand
+		case "Ethernet":
+			return topology.FabricRoCE
+		}
+	}
+	// An RDMA device whose link layer is unknown and is not EFA: RDMA of
+	// some kind; RoCE is the only Ethernet RDMA NCCL's IB transport uses.
+	return topology.FabricRoCE
+}
+
+func port(p rdma.Port) topology.Port {
+	tp := topology.Port{Port: p.Port, State: p.State, StateID: p.StateID, PhysState: p.PhysState,
+		PhysStateID: p.PhysStateID, RateGbps: p.RateGbps, LinkLayer: p.LinkLayer, Netdev: p.Netdev}
+	for _, g := range p.GIDs {
+		tp.GIDs = append(tp.GIDs, topology.GID{Index: g.Index, GID: g.GID, Type: g.Type, Netdev: g.Netdev})
+	}
+	return tp
+}
+
+func iface(nd rdma.Netdev) topology.Interface {
+	return topology.Interface{Name: nd.Name, OperState: nd.OperState, MTU: nd.MTU, SpeedMbps: nd.SpeedMbps, Address: nd.Address}
+}

@@ -1,0 +1,275 @@
+package numa
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+)
+
+// Node is one NUMA node.
+type Node struct {
+	ID          int
+	CPUs        cpuset.Set // nodeN/cpulist
+	MemoryBytes uint64     // nodeN/meminfo "Node N MemTotal"
+	Distances   []int      // nodeN/distance
+}
+
+// CPU is one logical CPU.
+type CPU struct {
+	ID       int
+	Online   bool
+	CoreID   int        // topology/core_id
+	Socket   int        // topology/physical_package_id
+	Siblings cpuset.Set // topology/thread_siblings_list (core_cpus_list)
+	Node     int        // the node whose cpulist holds it; -1 if none
+}
+
+// Topology is what the package reads.
+type Topology struct {
+	Nodes    []Node // sorted by ID
+	CPUs     []CPU  // online CPUs with topology, sorted by ID
+	Online   cpuset.Set
+	Offline  cpuset.Set
+	Allowed  cpuset.Set // Cpus_allowed_list; Online when unreadable
+	Vendor   string     // cpuinfo vendor_id
+	Model    string     // cpuinfo model name
+	FamilyID int        // cpuinfo cpu family
+	ModelID  int        // cpuinfo model
+}
+
+// Read reads the topology under root. errs lists per-file problems.
+func Read(root string) (t Topology, errs []error) {
+	cpuDir := filepath.Join(root, "sys/devices/system/cpu")
+	note := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	t.Online, err = readList(filepath.Join(cpuDir, "online"))
+	note(err)
+	t.Offline, err = readList(filepath.Join(cpuDir, "offline"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		note(err)
+	}
+	t.Nodes, err = readNodes(root)
+	note(err)
+	if len(t.Nodes) == 0 {
+		note(fmt.Errorf("%s: no NUMA nodes; assuming one node 0 with every online CPU",
+			filepath.Join(root, "sys/devices/system/node")))
+		t.Nodes = []Node{{ID: 0, CPUs: t.Online, Distances: []int{10}}}
+	}
+	if t.Online.IsEmpty() {
+		for _, n := range t.Nodes {
+			t.Online = t.Online.Union(n.CPUs)
+		}
+	}
+	nodeOf := map[int]int{}
+	for _, n := range t.Nodes {
+		for _, c := range n.CPUs.CPUs() {
+			nodeOf[c] = n.ID
+		}
+	}
+	for _, id := range t.Online.CPUs() {
+		c, err := readCPU(cpuDir, id)
+		note(err)
+		c.Node = -1
+		if n, ok := nodeOf[id]; ok {
+			c.Node = n
+		}
+		t.CPUs = append(t.CPUs, c)
+	}
+	t.Allowed, err = allowed(filepath.Join(root, "proc/self/status"))
+	if err != nil {
+		note(err)
+		t.Allowed = t.Online
+	}
+	note(t.readCPUInfo(filepath.Join(root, "proc/cpuinfo")))
+	return t, errs
+}
+
+func readList(path string) (cpuset.Set, error) {
+	s, err := sysattr.String(path)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		return cpuset.Set{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return set, nil
+}
+
+func readNodes(root string) ([]Node, error) {
+	dir := filepath.Join(root, "sys/devices/system/node")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list NUMA nodes: %w", err)
+	}
+	var nodes []Node
+	var errs []error
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "node")
+		if !ok {
+			continue
+		}
+		id, err := strconv.Atoi(rest)
+		if err != nil || id < 0 {
+			continue // "node" prefixes other files? none today; skip
+		}
+		n, err := readNode(filepath.Join(dir, e.Name()), id)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b Node) int { return a.ID - b.ID })
+	return nodes, errors.Join(errs...)
+}
+
+// readNode reads one node; a missing file leaves its field empty and is
+// reported, the node is kept.
+func readNode(dir string, id int) (Node, error) {
+	n := Node{ID: id}
+	var errs []error
+	cpus, err := readList(filepath.Join(dir, "cpulist"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("NUMA node %d: %w", id, err))
+	}
+	n.CPUs = cpus
+	if d, err := sysattr.String(filepath.Join(dir, "distance")); err != nil {
+		errs = append(errs, fmt.Errorf("NUMA node %d: %w", id, err))
+	} else {
+		for f := range strings.FieldsSeq(d) {
+			v, err := strconv.Atoi(f)
+			if err != nil || v < 0 {
+				errs = append(errs, fmt.Errorf("NUMA node %d: %s: bad distance %q", id, filepath.Join(dir, "distance"), f))
+				n.Distances = nil
+				break
+			}
+			n.Distances = append(n.Distances, v)
+		}
+	}
+	mem, err := memTotal(filepath.Join(dir, "meminfo"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("NUMA node %d: %w", id, err))
+	}
+	n.MemoryBytes = mem
+	return n, errors.Join(errs...)
+}
+
+// memTotal reads "Node 0 MemTotal:       528000000 kB".
+func memTotal(path string) (uint64, error) {
+	b, err := sysattr.ReadFileLimit(path, sysattr.MaxSize)
+	if err != nil {
+		return 0, err
+	}
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) >= 4 && f[2] == "MemTotal:" {
+			v, err := strconv.ParseUint(f[3], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: bad MemTotal %q", path, f[3])
+			}
+			mult := uint64(1)
+			if len(f) >= 5 && f[4] == "kB" {
+				mult = 1024
+			}
+			return v * mult, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no MemTotal line", path)
+}
+
+func readCPU(cpuDir string, id int) (CPU, error) {
+	c := CPU{ID: id, Online: true, CoreID: -1, Socket: -1}
+	dir := filepath.Join(cpuDir, "cpu"+strconv.Itoa(id), "topology")
+	var errs []error
+	var err error
+	if c.CoreID, err = sysattr.Int(filepath.Join(dir, "core_id")); err != nil {
+		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
+		c.CoreID = -1
+	}
+	if c.Socket, err = sysattr.Int(filepath.Join(dir, "physical_package_id")); err != nil {
+		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
+		c.Socket = -1
+	}
+	sib, err := readList(filepath.Join(dir, "thread_siblings_list"))
+	if errors.Is(err, fs.ErrNotExist) {
+		sib, err = readList(filepath.Join(dir, "core_cpus_list"))
+	}
+	if err != nil || !sib.Contains(id) {
+		if err == nil {
+			err = fmt.Errorf("%s: siblings %q do not hold the CPU itself", filepath.Join(dir, "thread_siblings_list"), sib)
+		}
+		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
+		sib = cpuset.Of(id)
+	}
+	c.Siblings = sib
+	return c, errors.Join(errs...)
+}
+
+// allowed reads Cpus_allowed_list from a /proc/<pid>/status file.
+func allowed(path string) (cpuset.Set, error) {
+	b, err := sysattr.ReadFileLimit(path, 1<<20)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := strings.CutPrefix(string(line), "Cpus_allowed_list:"); ok {
+			set, err := cpuset.Parse(v)
+			if err != nil {
+				return cpuset.Set{}, fmt.Errorf("%s: %w", path, err)
+			}
+			return set, nil
+		}
+	}
+	return cpuset.Set{}, fmt.Errorf("%s: no Cpus_allowed_list line", path)
+}
+
+// readCPUInfo takes vendor, model name, family and model from the first
+// processor block of /proc/cpuinfo. Arm cpuinfo has none of these: the
+// fields stay empty and that is not an error.
+func (t *Topology) readCPUInfo(path string) error {
+	b, err := sysattr.ReadFileLimit(path, 16<<20)
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			break // end of the first processor block
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "vendor_id":
+			t.Vendor = v
+		case "model name":
+			t.Model = v
+		case "cpu family":
+			t.FamilyID, _ = strconv.Atoi(v)
+		case "model":
+			t.ModelID, _ = strconv.Atoi(v)
+		}
+	}
+	return sc.Err()
+}

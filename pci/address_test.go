@@ -1,0 +1,49 @@
+package pci
+
+import "testing"
+
+func TestParseAddress(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"0000:18:00.0", "0000:18:00.0", true},
+		{"00000000:18:00.0", "0000:18:00.0", true}, // NVML's 8-digit domain
+		{"0000:1A:00.1", "0000:1a:00.1", true},     // upper case from NVML
+		{"18:00.0", "0000:18:00.0", true},          // BDF without domain
+		{"0101:00:00.0", "0101:00:00.0", true},     // Hyper-V domains
+		{"10001:00:00.0", "10001:00:00.0", true},   // VMD domains are 5 digits
+		{"0000:18:00", "", false},
+		{"0000:18:20.0", "", false}, // device > 0x1f
+		{"0000:18:00.8", "", false}, // function > 7
+		{"0000:118:00.0", "", false},
+		{"pci0000:00", "", false},
+		{"", "", false},
+		{"0000:18:00.0.1", "", false},
+	} {
+		a, err := ParseAddress(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseAddress(%q) error = %v, want ok=%v", tc.in, err, tc.ok)
+			continue
+		}
+		if tc.ok && a.String() != tc.want {
+			t.Errorf("ParseAddress(%q) = %s, want %s", tc.in, a, tc.want)
+		}
+	}
+}
+
+func FuzzParseAddress(f *testing.F) {
+	for _, s := range []string{"0000:18:00.0", "00000000:18:00.0", "18:00.0", "::.", "0:0:0.0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAddress(s)
+		if err != nil {
+			return
+		}
+		b, err := ParseAddress(a.String())
+		if err != nil || a != b {
+			t.Fatalf("ParseAddress(%q) = %v; reparse of %q = %v, %v", s, a, a.String(), b, err)
+		}
+	})
+}
