@@ -50,13 +50,16 @@ type ReplayDevice struct {
 	Minor    Answer[int]       `json:"minor"`     // GetMinorNumber
 	NUMANode Answer[int]       `json:"numa_node"` // GetNumaNodeId
 	// CPUAffinity is GetCpuAffinity's words (64 CPUs each, CPU 0 in bit 0
-	// of the first word).
+	// of the first word), up to the last non-zero word.
 	CPUAffinity  Answer[[]uint64] `json:"cpu_affinity"`
 	PCIeGen      Answer[int]      `json:"pcie_gen"`       // GetCurrPcieLinkGeneration
 	PCIeMaxGen   Answer[int]      `json:"pcie_max_gen"`   // GetMaxPcieLinkGeneration
 	PCIeWidth    Answer[int]      `json:"pcie_width"`     // GetCurrPcieLinkWidth
 	PCIeMaxWidth Answer[int]      `json:"pcie_max_width"` // GetMaxPcieLinkWidth
-	// NVLinks holds links 0..n-1 (NVML_NVLINK_MAX_LINKS is 18 for Hopper).
+	// NVLinks holds links 0..n-1: Record asks 0..NVLINK_MAX_LINKS-1 (36 in
+	// go-nvml v0.13.4-1; a Hopper GPU has 18) and stops before the first link
+	// whose state answers ERROR_INVALID_ARGUMENT. A link above every listed
+	// one replays as ERROR_INVALID_ARGUMENT, a gap as ERROR_NOT_SUPPORTED.
 	NVLinks []ReplayNVLink `json:"nvlinks"`
 }
 

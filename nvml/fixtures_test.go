@@ -1,0 +1,249 @@
+package nvml
+
+import (
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+)
+
+// Hand-written nvml.json contents shared by the tests. Values follow the
+// machines' published layouts, not this package's output.
+
+const (
+	notSupported = "ERROR_NOT_SUPPORTED"
+	gpuIsLost    = "ERROR_GPU_IS_LOST"
+	unknownError = "ERROR_UNKNOWN"
+)
+
+func ok[T any](v T) Answer[T]          { return Answer[T]{Value: v} }
+func failed[T any](r string) Answer[T] { return Answer[T]{Return: r} }
+
+// span lists the CPUs lo..hi.
+func span(lo, hi int) []int {
+	var s []int
+	for c := lo; c <= hi; c++ {
+		s = append(s, c)
+	}
+	return s
+}
+
+func intp(v int) *int { return &v }
+
+// hgxFile is two GPUs of a two-socket HGX H100 (224 CPUs, SMT on): GPU 0
+// on socket 0 with four NVLinks to NVSwitches (link 2 down), GPU 1 on
+// socket 1 with two links straight to GPU 0 (link 1 answers the IBM NPU
+// type, to cover "other"). GPU 1 answers a NUMA node, as on a coherent
+// platform.
+func hgxFile() ReplayFile {
+	nvswitch := func(link int, bus string, up bool) ReplayNVLink {
+		if !up {
+			return ReplayNVLink{Link: link, State: ok(0),
+				Version: failed[int](notSupported), Remote: failed[ReplayPCI](notSupported),
+				RemoteType: failed[int](notSupported)}
+		}
+		return ReplayNVLink{Link: link, State: ok(1), Version: ok(4),
+			Remote:     ok(ReplayPCI{BusID: bus, PCIDeviceID: 0x22a310de}),
+			RemoteType: ok(2)}
+	}
+	return ReplayFile{
+		Version:           ReplayVersion,
+		DriverVersion:     ok("550.54.15"),
+		NVMLVersion:       ok("12.550.54.15"),
+		CUDADriverVersion: ok(12040),
+		DeviceCount:       ok(2),
+		Devices: []ReplayDevice{
+			{
+				PCI:      ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}),
+				UUID:     ok("GPU-11111111-2222-3333-4444-555555555500"),
+				Name:     ok("NVIDIA H100 80GB HBM3"),
+				Minor:    ok(0),
+				NUMANode: failed[int](notSupported),
+				// CPUs 0-55 and 112-167.
+				CPUAffinity:  ok([]uint64{0x00ffffffffffffff, 0xffff000000000000, 0x000000ffffffffff}),
+				PCIeGen:      ok(5),
+				PCIeMaxGen:   ok(5),
+				PCIeWidth:    ok(16),
+				PCIeMaxWidth: ok(16),
+				NVLinks: []ReplayNVLink{
+					nvswitch(0, "00000000:05:00.0", true),
+					nvswitch(1, "00000000:06:00.0", true),
+					nvswitch(2, "", false),
+					nvswitch(3, "00000000:07:00.0", true),
+				},
+			},
+			{
+				PCI:      ok(ReplayPCI{BusID: "00000000:9A:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}),
+				UUID:     ok("GPU-11111111-2222-3333-4444-555555555501"),
+				Name:     ok("NVIDIA H100 80GB HBM3"),
+				Minor:    ok(1),
+				NUMANode: ok(1),
+				// CPUs 56-111 and 168-223.
+				CPUAffinity:  ok([]uint64{0xff00000000000000, 0x0000ffffffffffff, 0xffffff0000000000, 0x00000000ffffffff}),
+				PCIeGen:      ok(4), // trained down
+				PCIeMaxGen:   ok(5),
+				PCIeWidth:    ok(8),
+				PCIeMaxWidth: ok(16),
+				NVLinks: []ReplayNVLink{
+					{Link: 0, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(0)},
+					{Link: 1, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(1)},
+				},
+			},
+		},
+	}
+}
+
+// hgxWant is what Read must make of hgxFile.
+func hgxWant() Result {
+	return Result{
+		Available:         true,
+		DriverVersion:     "550.54.15",
+		NVMLVersion:       "12.550.54.15",
+		CUDADriverVersion: 12040,
+		GPUs: []GPU{
+			{
+				Index: 0, BusID: "0000:18:00.0", State: StateOK,
+				UUID: "GPU-11111111-2222-3333-4444-555555555500", Name: "NVIDIA H100 80GB HBM3",
+				Minor: intp(0), CPUAffinity: append(span(0, 55), span(112, 167)...),
+				PCIeGen: 5, PCIeMaxGen: 5, PCIeWidth: 16, PCIeMaxWidth: 16,
+				NVLinkVisible: true,
+				NVLinks: []NVLink{
+					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:05:00.0", RemoteType: RemoteNVSwitch},
+					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:06:00.0", RemoteType: RemoteNVSwitch},
+					{Link: 2},
+					{Link: 3, Active: true, Version: 4, RemoteBusID: "0000:07:00.0", RemoteType: RemoteNVSwitch},
+				},
+			},
+			{
+				Index: 1, BusID: "0000:9a:00.0", State: StateOK,
+				UUID: "GPU-11111111-2222-3333-4444-555555555501", Name: "NVIDIA H100 80GB HBM3",
+				Minor: intp(1), NUMANode: intp(1), CPUAffinity: append(span(56, 111), span(168, 223)...),
+				PCIeGen: 4, PCIeMaxGen: 5, PCIeWidth: 8, PCIeMaxWidth: 16,
+				NVLinkVisible: true,
+				NVLinks: []NVLink{
+					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteGPU},
+					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteOther},
+				},
+			},
+		},
+	}
+}
+
+// failuresFile is a node in trouble: GPU 0 is a VM's passthrough GPU
+// (NVLinks NOT_SUPPORTED, no NUMA node) whose minor number fails, GPU 1
+// fell off the bus before its handle was taken, GPU 2 after its name was
+// read. The driver answers no CUDA version.
+func failuresFile() ReplayFile {
+	unsupportedLink := func(n int) ReplayNVLink {
+		return ReplayNVLink{Link: n, State: failed[int](notSupported), Version: failed[int](notSupported),
+			Remote: failed[ReplayPCI](notSupported), RemoteType: failed[int](notSupported)}
+	}
+	lostLink := func(n int) ReplayNVLink {
+		return ReplayNVLink{Link: n, State: failed[int](gpuIsLost), Version: failed[int](gpuIsLost),
+			Remote: failed[ReplayPCI](gpuIsLost), RemoteType: failed[int](gpuIsLost)}
+	}
+	return ReplayFile{
+		Version:           ReplayVersion,
+		DriverVersion:     ok("580.159.04"),
+		NVMLVersion:       ok("13.580.159.04"),
+		CUDADriverVersion: failed[int](unknownError),
+		DeviceCount:       ok(3),
+		Devices: []ReplayDevice{
+			{
+				PCI:          ok(ReplayPCI{BusID: "00000000:00:06.0", PCIDeviceID: 0x233510de, PCISubsystemID: 0x18bf10de}),
+				UUID:         ok("GPU-aaaaaaaa-0000-0000-0000-000000000000"),
+				Name:         ok("NVIDIA H200"),
+				Minor:        failed[int](unknownError),
+				NUMANode:     failed[int](notSupported),
+				CPUAffinity:  ok([]uint64{0xffff}),
+				PCIeGen:      ok(5),
+				PCIeMaxGen:   ok(5),
+				PCIeWidth:    ok(16),
+				PCIeMaxWidth: ok(16),
+				NVLinks:      []ReplayNVLink{unsupportedLink(0), unsupportedLink(1), unsupportedLink(2)},
+			},
+			{Handle: gpuIsLost},
+			{
+				PCI:          ok(ReplayPCI{BusID: "00000000:1A:00.0", PCIDeviceID: 0x233510de, PCISubsystemID: 0x18bf10de}),
+				UUID:         ok("GPU-aaaaaaaa-0000-0000-0000-000000000002"),
+				Name:         ok("NVIDIA H200"),
+				Minor:        ok(2),
+				NUMANode:     failed[int](gpuIsLost),
+				CPUAffinity:  failed[[]uint64](gpuIsLost),
+				PCIeGen:      failed[int](gpuIsLost),
+				PCIeMaxGen:   failed[int](gpuIsLost),
+				PCIeWidth:    failed[int](gpuIsLost),
+				PCIeMaxWidth: failed[int](gpuIsLost),
+				NVLinks:      []ReplayNVLink{lostLink(0)},
+			},
+		},
+	}
+}
+
+// failuresWant is what Read must make of failuresFile.
+func failuresWant() Result {
+	return Result{
+		Available:     true,
+		DriverVersion: "580.159.04",
+		NVMLVersion:   "13.580.159.04",
+		GPUs: []GPU{
+			{
+				Index: 0, BusID: "0000:00:06.0", State: StateOK,
+				UUID: "GPU-aaaaaaaa-0000-0000-0000-000000000000", Name: "NVIDIA H200",
+				CPUAffinity: span(0, 15),
+				PCIeGen:     5, PCIeMaxGen: 5, PCIeWidth: 16, PCIeMaxWidth: 16,
+			},
+			{Index: 1, State: StateLost, Err: "DeviceGetHandleByIndex: ERROR_GPU_IS_LOST"},
+			{
+				Index: 2, BusID: "0000:1a:00.0", State: StateLost, Err: "GetNumaNodeId: ERROR_GPU_IS_LOST",
+				UUID: "GPU-aaaaaaaa-0000-0000-0000-000000000002", Name: "NVIDIA H200", Minor: intp(2),
+			},
+		},
+		Warnings: []string{
+			"SystemGetCudaDriverVersion: ERROR_UNKNOWN",
+			"GPU 0 (0000:00:06.0): GetMinorNumber: ERROR_UNKNOWN",
+			"GPU 1: DeviceGetHandleByIndex: ERROR_GPU_IS_LOST",
+			"GPU 2 (0000:1a:00.0): GetNumaNodeId: ERROR_GPU_IS_LOST",
+		},
+	}
+}
+
+// libraryNotFoundFile is a node without the NVIDIA driver.
+func libraryNotFoundFile() ReplayFile {
+	return ReplayFile{Version: ReplayVersion, Init: "ERROR_LIBRARY_NOT_FOUND"}
+}
+
+// countFailsFile is a node whose driver answers Init but not DeviceGetCount.
+func countFailsFile() ReplayFile {
+	return ReplayFile{
+		Version:           ReplayVersion,
+		DriverVersion:     ok("580.159.04"),
+		NVMLVersion:       ok("13.580.159.04"),
+		CUDADriverVersion: ok(13000),
+		DeviceCount:       failed[int]("ERROR_NO_PERMISSION"),
+	}
+}
+
+// mockLib is a go-nvml mock of one GPU where every call answers
+// ERROR_NOT_SUPPORTED except a healthy handle, bus id, UUID and name; tests
+// set the Funcs they need on the returned device.
+func mockLib() (*mock.Interface, *mock.Device) {
+	dev := &mock.Device{
+		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) {
+			var info nvml.PciInfo
+			putCString(info.BusId[:], "00000000:3B:00.0")
+			return info, nvml.SUCCESS
+		},
+		GetUUIDFunc: func() (string, nvml.Return) { return "GPU-0", nvml.SUCCESS },
+		GetNameFunc: func() (string, nvml.Return) { return "NVIDIA H100", nvml.SUCCESS },
+	}
+	fillNotSupported(dev)
+	lib := &mock.Interface{
+		InitFunc:           func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
+		DeviceGetCountFunc: func() (int, nvml.Return) { return 1, nvml.SUCCESS },
+		DeviceGetHandleByIndexFunc: func(int) (nvml.Device, nvml.Return) {
+			return dev, nvml.SUCCESS
+		},
+	}
+	fillNotSupported(lib)
+	return lib, dev
+}

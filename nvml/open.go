@@ -1,0 +1,51 @@
+package nvml
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Source names, as Open returns them.
+const (
+	SourceLive   = "live"   // the node's own libnvidia-ml
+	SourceReplay = "replay" // ROOT/nvml.json
+	SourceNone   = "none"   // no NVML for this root
+)
+
+// ReplayFileName is the file, under a root, that replays NVML.
+const ReplayFileName = "nvml.json"
+
+// Open picks the NVML source for a --root (DESIGN.md, "The root"):
+//
+//   - root "/" (after filepath.Clean): go-nvml's nvml.New(), source "live".
+//     nvml.New loads nothing: the library is looked for by Init, which
+//     answers ERROR_LIBRARY_NOT_FOUND on a node without the driver (Read
+//     turns that into a Result with Available false).
+//   - another root with ROOT/nvml.json: LoadReplay, source "replay".
+//   - another root without it: (nil, "none", nil). Read(nil) reports NVML
+//     as not found.
+//
+// A root is taken as filepath.Clean takes it: "" is ".", not "/". The error
+// is non-nil only when nvml.json exists but cannot be read or is invalid;
+// it names the file.
+func Open(root string) (lib nvml.Interface, source string, err error) {
+	if filepath.Clean(root) == "/" {
+		return nvml.New(), SourceLive, nil
+	}
+	path := filepath.Join(root, ReplayFileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, SourceNone, nil
+	} else if err != nil {
+		return nil, SourceNone, fmt.Errorf("nvml: replay: %w", err)
+	}
+	lib, err = LoadReplay(path)
+	if err != nil {
+		return nil, SourceNone, err
+	}
+	return lib, SourceReplay, nil
+}

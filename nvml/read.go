@@ -1,0 +1,332 @@
+package nvml
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Result is what Read gathered from NVML, as plain data.
+type Result struct {
+	// Available is true when Init and DeviceGetCount succeeded.
+	Available bool
+	// Err says why NVML is not available. It wraps ErrLibraryNotFound or
+	// ErrUnavailable, and the failed nvml.Return where there was one.
+	Err               error
+	DriverVersion     string // SystemGetDriverVersion, "580.159.04"
+	NVMLVersion       string // SystemGetNVMLVersion, "13.580.159.04"
+	CUDADriverVersion int    // SystemGetCudaDriverVersion, 13000 for 13.0
+	GPUs              []GPU  // in NVML index order
+	// Warnings lists every call that failed other than with
+	// ERROR_NOT_SUPPORTED, naming the GPU (index and bus id) and the call.
+	Warnings []string
+}
+
+// GPU states.
+const (
+	StateOK    = "ok"
+	StateLost  = "lost"  // a call answered ERROR_GPU_IS_LOST
+	StateError = "error" // DeviceGetHandleByIndex, GetPciInfo, GetUUID or GetName failed
+)
+
+// GPU is one GPU as NVML reports it. Zero values and nil mean NVML did not
+// say: the call failed or answered ERROR_NOT_SUPPORTED.
+type GPU struct {
+	Index int    // NVML index
+	BusID string // GetPciInfo, sysfs form "0000:18:00.0"
+	State string // StateOK, StateLost or StateError
+	Err   string // the call that made State not ok, and its answer
+	UUID  string // GetUUID
+	Name  string // GetName, "NVIDIA H200"
+	Minor *int   // GetMinorNumber (/dev/nvidiaN)
+	// NUMANode is GetNumaNodeId: set only where the GPU's memory is a NUMA
+	// node of its own (coherent Grace platforms); nil elsewhere.
+	NUMANode     *int
+	CPUAffinity  []int // GetCpuAffinity, CPU numbers in ascending order
+	PCIeGen      int   // GetCurrPcieLinkGeneration
+	PCIeMaxGen   int   // GetMaxPcieLinkGeneration
+	PCIeWidth    int   // GetCurrPcieLinkWidth
+	PCIeMaxWidth int   // GetMaxPcieLinkWidth
+	// NVLinkVisible is true when GetNvLinkState succeeded for some link;
+	// false where every link answers NOT_SUPPORTED (VMs, PCIe cards).
+	NVLinkVisible bool
+	// NVLinks lists the links whose GetNvLinkState succeeded.
+	NVLinks []NVLink
+}
+
+// NVLink remote types.
+const (
+	RemoteGPU      = "gpu"
+	RemoteNVSwitch = "nvswitch"
+	RemoteOther    = "other" // IBM NPU or a type this package does not know
+)
+
+// NVLink is one link of a GPU. Version and the remote end are read only for
+// an active link.
+type NVLink struct {
+	Link        int
+	Active      bool   // GetNvLinkState is FEATURE_ENABLED
+	Version     int    // GetNvLinkVersion; 0 unknown
+	RemoteBusID string // GetNvLinkRemotePciInfo, sysfs form; an NVSwitch's own on NVSwitch systems
+	RemoteType  string // GetNvLinkRemoteDeviceType: RemoteGPU, RemoteNVSwitch, RemoteOther; "" unknown
+}
+
+// minAffinityCPUs is the fewest CPUs GetCpuAffinity is asked about.
+const minAffinityCPUs = 1024
+
+// affinityCPUs is the numCPUs argument for GetCpuAffinity. go-nvml turns it
+// into (numCPUs-1)/8+1 words of 64 CPUs each (it divides by the word's
+// size in bytes), so asking for n CPUs covers at least n, also if go-nvml
+// ever divides by 64.
+func affinityCPUs() int { return max(runtime.NumCPU(), minAffinityCPUs) }
+
+// Read asks lib about the node: Init, the versions, every GPU, Shutdown.
+// It never panics on an NVML answer and never stops at one GPU's failure:
+// a failed call becomes a warning and, for a required call, the GPU's
+// State. When Init fails nothing else is called (live go-nvml would call
+// into a library that is not loaded). A nil lib reads as no NVML.
+func Read(lib nvml.Interface) (res Result) {
+	if lib == nil {
+		res.Err = fmt.Errorf("%w: no NVML source", ErrLibraryNotFound)
+		return res
+	}
+	if r := lib.Init(); r != nvml.SUCCESS {
+		if r == nvml.ERROR_LIBRARY_NOT_FOUND {
+			res.Err = fmt.Errorf("%w: Init: %w", ErrLibraryNotFound, retErr(r))
+		} else {
+			res.Err = fmt.Errorf("%w: Init: %w", ErrUnavailable, retErr(r))
+		}
+		return res
+	}
+	defer func() {
+		if r := lib.Shutdown(); r != nvml.SUCCESS {
+			res.Warnings = append(res.Warnings, "Shutdown: "+returnName(r))
+		}
+	}()
+
+	warn := func(call string, r nvml.Return) bool {
+		if r != nvml.SUCCESS && r != nvml.ERROR_NOT_SUPPORTED {
+			res.Warnings = append(res.Warnings, call+": "+returnName(r))
+		}
+		return r == nvml.SUCCESS
+	}
+	if v, r := lib.SystemGetDriverVersion(); warn("SystemGetDriverVersion", r) {
+		res.DriverVersion = v
+	}
+	if v, r := lib.SystemGetNVMLVersion(); warn("SystemGetNVMLVersion", r) {
+		res.NVMLVersion = v
+	}
+	if v, r := lib.SystemGetCudaDriverVersion(); warn("SystemGetCudaDriverVersion", r) {
+		res.CUDADriverVersion = v
+	}
+	n, r := lib.DeviceGetCount()
+	if r != nvml.SUCCESS {
+		res.Err = fmt.Errorf("%w: DeviceGetCount: %w", ErrUnavailable, retErr(r))
+		return res
+	}
+	res.Available = true
+	for i := range n {
+		g := gpuReader{gpu: GPU{Index: i, State: StateOK}}
+		g.read(lib)
+		res.GPUs = append(res.GPUs, g.gpu)
+		res.Warnings = append(res.Warnings, g.warnings...)
+	}
+	return res
+}
+
+// gpuReader reads one GPU and keeps its warnings.
+type gpuReader struct {
+	gpu      GPU
+	warnings []string
+}
+
+// fail notes a failed call: a warning naming the GPU and the call, and for
+// ERROR_GPU_IS_LOST or a required call the GPU's State and Err.
+func (g *gpuReader) fail(call string, r nvml.Return, required bool) {
+	g.note(call+": "+returnName(r), r == nvml.ERROR_GPU_IS_LOST, required)
+}
+
+// note records msg as a warning and, when lost or required, in State and
+// Err; the first reason stays in Err unless the GPU is lost later.
+func (g *gpuReader) note(msg string, lost, required bool) {
+	who := fmt.Sprintf("GPU %d", g.gpu.Index)
+	if g.gpu.BusID != "" {
+		who += " (" + g.gpu.BusID + ")"
+	}
+	g.warnings = append(g.warnings, who+": "+msg)
+	switch {
+	case lost:
+		g.gpu.State, g.gpu.Err = StateLost, msg
+	case required && g.gpu.State == StateOK:
+		g.gpu.State, g.gpu.Err = StateError, msg
+	}
+}
+
+// ok reports whether an optional call succeeded; ERROR_NOT_SUPPORTED is an
+// answer, not a warning.
+func (g *gpuReader) ok(call string, r nvml.Return) bool {
+	if r != nvml.SUCCESS && r != nvml.ERROR_NOT_SUPPORTED {
+		g.fail(call, r, false)
+	}
+	return r == nvml.SUCCESS
+}
+
+// must reports whether a required call succeeded; any failure, NOT_SUPPORTED
+// included, makes the GPU's State "error".
+func (g *gpuReader) must(call string, r nvml.Return) bool {
+	if r != nvml.SUCCESS {
+		g.fail(call, r, true)
+	}
+	return r == nvml.SUCCESS
+}
+
+func (g *gpuReader) lost() bool { return g.gpu.State == StateLost }
+
+// read asks every call for the GPU, in an order that names the bus id in
+// as many warnings as possible, and stops once the GPU is lost.
+func (g *gpuReader) read(lib nvml.Interface) {
+	dev, r := lib.DeviceGetHandleByIndex(g.gpu.Index)
+	if !g.must("DeviceGetHandleByIndex", r) {
+		return
+	}
+	if info, r := dev.GetPciInfo(); g.must("GetPciInfo", r) {
+		id := cString(info.BusId[:])
+		bus, err := SysfsBusID(id)
+		if err != nil {
+			g.note(fmt.Sprintf("GetPciInfo: unreadable bus id %q", id), false, true)
+		}
+		g.gpu.BusID = bus
+	}
+	steps := []func(){
+		func() {
+			if v, r := dev.GetUUID(); g.must("GetUUID", r) {
+				g.gpu.UUID = v
+			}
+		},
+		func() {
+			if v, r := dev.GetName(); g.must("GetName", r) {
+				g.gpu.Name = v
+			}
+		},
+		func() {
+			if v, r := dev.GetMinorNumber(); g.ok("GetMinorNumber", r) {
+				g.gpu.Minor = &v
+			}
+		},
+		func() {
+			if v, r := dev.GetNumaNodeId(); g.ok("GetNumaNodeId", r) && v >= 0 {
+				g.gpu.NUMANode = &v
+			}
+		},
+		func() {
+			n := affinityCPUs()
+			if words, r := dev.GetCpuAffinity(n); g.ok(fmt.Sprintf("GetCpuAffinity(%d)", n), r) {
+				g.gpu.CPUAffinity = cpusOf(words)
+			}
+		},
+		func() {
+			if v, r := dev.GetCurrPcieLinkGeneration(); g.ok("GetCurrPcieLinkGeneration", r) {
+				g.gpu.PCIeGen = v
+			}
+		},
+		func() {
+			if v, r := dev.GetMaxPcieLinkGeneration(); g.ok("GetMaxPcieLinkGeneration", r) {
+				g.gpu.PCIeMaxGen = v
+			}
+		},
+		func() {
+			if v, r := dev.GetCurrPcieLinkWidth(); g.ok("GetCurrPcieLinkWidth", r) {
+				g.gpu.PCIeWidth = v
+			}
+		},
+		func() {
+			if v, r := dev.GetMaxPcieLinkWidth(); g.ok("GetMaxPcieLinkWidth", r) {
+				g.gpu.PCIeMaxWidth = v
+			}
+		},
+		func() { g.readNVLinks(dev) },
+	}
+	for _, step := range steps {
+		if g.lost() {
+			return
+		}
+		step()
+	}
+}
+
+// readNVLinks asks links 0..NVLINK_MAX_LINKS-1 and stops at the first
+// ERROR_INVALID_ARGUMENT (past the device's last link).
+func (g *gpuReader) readNVLinks(dev nvml.Device) {
+	for n := range nvml.NVLINK_MAX_LINKS {
+		state, r := dev.GetNvLinkState(n)
+		if r == nvml.ERROR_INVALID_ARGUMENT {
+			return
+		}
+		if !g.ok(fmt.Sprintf("GetNvLinkState(%d)", n), r) {
+			if g.lost() {
+				return
+			}
+			continue
+		}
+		g.gpu.NVLinkVisible = true
+		link := NVLink{Link: n, Active: state == nvml.FEATURE_ENABLED}
+		if link.Active {
+			g.readLinkEnds(dev, &link)
+		}
+		if g.lost() {
+			return
+		}
+		g.gpu.NVLinks = append(g.gpu.NVLinks, link)
+	}
+}
+
+// readLinkEnds asks an active link's version and remote end.
+func (g *gpuReader) readLinkEnds(dev nvml.Device, link *NVLink) {
+	n := link.Link
+	if v, r := dev.GetNvLinkVersion(n); g.ok(fmt.Sprintf("GetNvLinkVersion(%d)", n), r) {
+		link.Version = int(v)
+	}
+	if g.lost() {
+		return
+	}
+	if info, r := dev.GetNvLinkRemotePciInfo(n); g.ok(fmt.Sprintf("GetNvLinkRemotePciInfo(%d)", n), r) {
+		id := cString(info.BusId[:])
+		if bus, err := SysfsBusID(id); err == nil {
+			link.RemoteBusID = bus
+		} else {
+			g.note(fmt.Sprintf("GetNvLinkRemotePciInfo(%d): unreadable bus id %q", n, id), false, false)
+		}
+	}
+	if g.lost() {
+		return
+	}
+	if t, r := dev.GetNvLinkRemoteDeviceType(n); g.ok(fmt.Sprintf("GetNvLinkRemoteDeviceType(%d)", n), r) {
+		link.RemoteType = remoteType(t)
+	}
+}
+
+func remoteType(t nvml.IntNvLinkDeviceType) string {
+	switch t {
+	case nvml.NVLINK_DEVICE_TYPE_GPU:
+		return RemoteGPU
+	case nvml.NVLINK_DEVICE_TYPE_SWITCH:
+		return RemoteNVSwitch
+	default:
+		return RemoteOther
+	}
+}
+
+// cpusOf lists the CPUs set in GetCpuAffinity's words: bit j of word i is
+// CPU 64*i+j. An empty mask gives nil.
+func cpusOf(words []uint) []int {
+	var cpus []int
+	for i, w := range words {
+		for j := range 64 {
+			if uint64(w)&(1<<j) != 0 {
+				cpus = append(cpus, 64*i+j)
+			}
+		}
+	}
+	return cpus
+}

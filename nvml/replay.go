@@ -1,0 +1,714 @@
+package nvml
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+)
+
+// replayLib answers go-nvml's nvml.Interface from a ReplayFile.
+//
+// The calls the format records are methods below. Every other method of
+// nvml.Interface comes from the embedded go-nvml mock, whose XxxFunc fields
+// NewReplay sets to answer zero values and ERROR_NOT_SUPPORTED (see
+// fillNotSupported), so an unrecorded call never panics.
+type replayLib struct {
+	*mock.Interface
+
+	file    ReplayFile
+	devices []*replayDevice
+
+	mu    sync.Mutex
+	inits int // Init's reference count, kept as NVML keeps it
+}
+
+// replayDevice answers go-nvml's nvml.Device for one recorded GPU, the same
+// way replayLib answers the Interface.
+type replayDevice struct {
+	*mock.Device
+
+	lib   *replayLib
+	index int
+	rec   *ReplayDevice
+}
+
+var (
+	_ nvml.Interface = (*replayLib)(nil)
+	_ nvml.Device    = (*replayDevice)(nil)
+)
+
+// NewReplay returns an nvml.Interface that answers what f recorded, so the
+// code that reads live NVML (Read, Record, or anything written against
+// go-nvml) runs unchanged on a recorded node.
+//
+// Like NVML, the replayer answers ERROR_UNINITIALIZED until Init succeeds
+// and after the matching Shutdown; Init answers f.Init. A link missing from
+// a device's NVLinks answers ERROR_INVALID_ARGUMENT when its number is above
+// every recorded link (NVML's answer past a device's last link), and
+// ERROR_NOT_SUPPORTED otherwise. A Return name NewReplay does not know
+// replays as ERROR_UNKNOWN; LoadReplay rejects such files instead.
+//
+// Every nvml.Interface and nvml.Device method the format does not record
+// answers zero values and ERROR_NOT_SUPPORTED, never a panic, with two
+// limits. Extensions().LookupSymbol reports every symbol as missing. The
+// methods that return a handler (DeviceGetNvLinkInfo, GetGpuFabricInfoV,
+// GetTemperatureV, GpmQueryDeviceSupportV, ...) return go-nvml's zero
+// handler, whose V1()/V2() methods call libnvidia-ml directly: on a host
+// without the library that kills the process. Callers that probe
+// LookupSymbol before such calls (as go-nvlib does) stay safe.
+//
+// Unrecorded calls go through go-nvml's mock, which keeps a record of each
+// call in memory; a long-running process should not make them in a loop.
+func NewReplay(f ReplayFile) nvml.Interface {
+	l := &replayLib{Interface: &mock.Interface{}, file: f}
+	fillNotSupported(l.Interface)
+	for i := range l.file.Devices {
+		d := &replayDevice{Device: &mock.Device{}, lib: l, index: i, rec: &l.file.Devices[i]}
+		fillNotSupported(d.Device)
+		l.devices = append(l.devices, d)
+	}
+	return l
+}
+
+// LoadReplay reads an nvml.json file (docs/nvml-replay.md) and returns its
+// replayer. It rejects a version other than ReplayVersion, unknown fields,
+// Return names it does not know and a device count that does not match the
+// devices listed; every error names the file.
+func LoadReplay(path string) (nvml.Interface, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("nvml: replay: %w", err)
+	}
+	f, err := decodeReplay(data)
+	if err != nil {
+		return nil, fmt.Errorf("nvml: replay %s: %w", path, err)
+	}
+	return NewReplay(f), nil
+}
+
+// decodeReplay decodes and checks nvml.json.
+func decodeReplay(data []byte) (ReplayFile, error) {
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return ReplayFile{}, err
+	}
+	if head.Version != ReplayVersion {
+		return ReplayFile{}, fmt.Errorf("unsupported version %d (this build reads version %d)", head.Version, ReplayVersion)
+	}
+	var f ReplayFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return ReplayFile{}, err
+	}
+	return f, f.validate()
+}
+
+// validate reports every Return name it does not know and a device count
+// that disagrees with the devices listed.
+func (f *ReplayFile) validate() error {
+	var errs []error
+	check := func(where, name string) {
+		if _, err := parseReturn(name); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		}
+	}
+	check("init", f.Init)
+	check("driver_version", f.DriverVersion.Return)
+	check("nvml_version", f.NVMLVersion.Return)
+	check("cuda_driver_version", f.CUDADriverVersion.Return)
+	check("device_count", f.DeviceCount.Return)
+	if f.DeviceCount.Return == "" && f.DeviceCount.Value != len(f.Devices) {
+		errs = append(errs, fmt.Errorf("device_count is %d but %d devices are listed", f.DeviceCount.Value, len(f.Devices)))
+	}
+	for i, d := range f.Devices {
+		at := func(field string) string { return fmt.Sprintf("devices[%d].%s", i, field) }
+		check(at("handle"), d.Handle)
+		for _, a := range []struct{ field, ret string }{
+			{"pci", d.PCI.Return}, {"uuid", d.UUID.Return}, {"name", d.Name.Return},
+			{"minor", d.Minor.Return}, {"numa_node", d.NUMANode.Return},
+			{"cpu_affinity", d.CPUAffinity.Return}, {"pcie_gen", d.PCIeGen.Return},
+			{"pcie_max_gen", d.PCIeMaxGen.Return}, {"pcie_width", d.PCIeWidth.Return},
+			{"pcie_max_width", d.PCIeMaxWidth.Return},
+		} {
+			check(at(a.field), a.ret)
+		}
+		seen := map[int]bool{}
+		for j, l := range d.NVLinks {
+			lat := func(field string) string { return at(fmt.Sprintf("nvlinks[%d].%s", j, field)) }
+			if l.Link < 0 || seen[l.Link] {
+				errs = append(errs, fmt.Errorf("%s: link %d is negative or listed twice", lat("link"), l.Link))
+			}
+			seen[l.Link] = true
+			check(lat("state"), l.State.Return)
+			check(lat("version"), l.Version.Return)
+			check(lat("remote"), l.Remote.Return)
+			check(lat("remote_type"), l.RemoteType.Return)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ret is a recorded Return name as an nvml.Return.
+func ret(name string) nvml.Return {
+	r, err := parseReturn(name)
+	if err != nil {
+		return nvml.ERROR_UNKNOWN
+	}
+	return r
+}
+
+// answer replays a: its value on success, the zero value and the recorded
+// Return otherwise.
+func answer[T any](a Answer[T]) (T, nvml.Return) {
+	if r := ret(a.Return); r != nvml.SUCCESS {
+		var zero T
+		return zero, r
+	}
+	return a.Value, nvml.SUCCESS
+}
+
+// answerAs replays a through conv, for answers whose recorded type differs
+// from go-nvml's (int for nvml.EnableState, ...).
+func answerAs[T, U any](a Answer[T], r nvml.Return, conv func(T) U) (U, nvml.Return) {
+	if r == nvml.SUCCESS {
+		var v T
+		v, r = answer(a)
+		if r == nvml.SUCCESS {
+			return conv(v), r
+		}
+	}
+	var zero U
+	return zero, r
+}
+
+// ready answers ERROR_UNINITIALIZED unless Init has succeeded more often
+// than Shutdown.
+func (l *replayLib) ready() nvml.Return {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inits == 0 {
+		return nvml.ERROR_UNINITIALIZED
+	}
+	return nvml.SUCCESS
+}
+
+// Init answers the recorded Init.
+func (l *replayLib) Init() nvml.Return {
+	r := ret(l.file.Init)
+	if r == nvml.SUCCESS {
+		l.mu.Lock()
+		l.inits++
+		l.mu.Unlock()
+	}
+	return r
+}
+
+// InitWithFlags answers as Init; the flags change nothing in a replay.
+func (l *replayLib) InitWithFlags(uint32) nvml.Return { return l.Init() }
+
+// Shutdown drops one reference taken by Init.
+func (l *replayLib) Shutdown() nvml.Return {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inits == 0 {
+		return nvml.ERROR_UNINITIALIZED
+	}
+	l.inits--
+	return nvml.SUCCESS
+}
+
+// ErrorString answers libnvidia-ml's text for r where known, else its name.
+func (l *replayLib) ErrorString(r nvml.Return) string {
+	for _, e := range returnTable {
+		if e.ret == r && e.text != "" {
+			return e.text
+		}
+	}
+	if r == nvml.SUCCESS {
+		return "SUCCESS"
+	}
+	return returnName(r)
+}
+
+// Extensions answers a symbol table in which every symbol is missing, so
+// callers that check for a newer entry point skip it.
+func (l *replayLib) Extensions() nvml.ExtendedInterface { return replayExtensions{} }
+
+type replayExtensions struct{}
+
+func (replayExtensions) LookupSymbol(name string) error {
+	return fmt.Errorf("%s: not in the NVML replay", name)
+}
+
+func (l *replayLib) SystemGetDriverVersion() (string, nvml.Return) {
+	return answerAs(l.file.DriverVersion, l.ready(), same[string])
+}
+
+func (l *replayLib) SystemGetNVMLVersion() (string, nvml.Return) {
+	return answerAs(l.file.NVMLVersion, l.ready(), same[string])
+}
+
+func (l *replayLib) SystemGetCudaDriverVersion() (int, nvml.Return) {
+	return answerAs(l.file.CUDADriverVersion, l.ready(), same[int])
+}
+
+func (l *replayLib) DeviceGetCount() (int, nvml.Return) {
+	return answerAs(l.file.DeviceCount, l.ready(), same[int])
+}
+
+// DeviceGetHandleByIndex answers the recorded handle of device i, and
+// ERROR_INVALID_ARGUMENT for an index past the recorded devices.
+func (l *replayLib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if r := l.ready(); r != nvml.SUCCESS {
+		return nil, r
+	}
+	if i < 0 || i >= len(l.devices) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	if r := ret(l.devices[i].rec.Handle); r != nvml.SUCCESS {
+		return nil, r
+	}
+	return l.devices[i], nvml.SUCCESS
+}
+
+// DeviceGetHandleByUUID finds the device whose recorded UUID is uuid.
+func (l *replayLib) DeviceGetHandleByUUID(uuid string) (nvml.Device, nvml.Return) {
+	return l.find(func(d *ReplayDevice) bool { return d.UUID.Return == "" && d.UUID.Value == uuid })
+}
+
+// DeviceGetHandleByPciBusId finds the device whose recorded bus id is id,
+// in NVML's or the sysfs form.
+func (l *replayLib) DeviceGetHandleByPciBusId(id string) (nvml.Device, nvml.Return) {
+	want, err := SysfsBusID(id)
+	if err != nil {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return l.find(func(d *ReplayDevice) bool {
+		got, err := SysfsBusID(d.PCI.Value.BusID)
+		return d.PCI.Return == "" && err == nil && got == want
+	})
+}
+
+func (l *replayLib) find(match func(*ReplayDevice) bool) (nvml.Device, nvml.Return) {
+	if r := l.ready(); r != nvml.SUCCESS {
+		return nil, r
+	}
+	for _, d := range l.devices {
+		if match(d.rec) {
+			if r := ret(d.rec.Handle); r != nvml.SUCCESS {
+				return nil, r
+			}
+			return d, nvml.SUCCESS
+		}
+	}
+	return nil, nvml.ERROR_NOT_FOUND
+}
+
+// The Interface-level forms of the replayed device calls ask the device, as
+// go-nvml's own library does.
+
+func (l *replayLib) DeviceGetPciInfo(d nvml.Device) (nvml.PciInfo, nvml.Return) {
+	if d == nil {
+		return nvml.PciInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetPciInfo()
+}
+
+func (l *replayLib) DeviceGetUUID(d nvml.Device) (string, nvml.Return) {
+	if d == nil {
+		return "", nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetUUID()
+}
+
+func (l *replayLib) DeviceGetName(d nvml.Device) (string, nvml.Return) {
+	if d == nil {
+		return "", nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetName()
+}
+
+func (l *replayLib) DeviceGetMinorNumber(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetMinorNumber()
+}
+
+func (l *replayLib) DeviceGetIndex(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetIndex()
+}
+
+func (l *replayLib) DeviceGetNumaNodeId(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetNumaNodeId()
+}
+
+func (l *replayLib) DeviceGetCpuAffinity(d nvml.Device, numCPUs int) ([]uint, nvml.Return) {
+	if d == nil {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetCpuAffinity(numCPUs)
+}
+
+func (l *replayLib) DeviceGetCurrPcieLinkGeneration(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetCurrPcieLinkGeneration()
+}
+
+func (l *replayLib) DeviceGetMaxPcieLinkGeneration(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetMaxPcieLinkGeneration()
+}
+
+func (l *replayLib) DeviceGetCurrPcieLinkWidth(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetCurrPcieLinkWidth()
+}
+
+func (l *replayLib) DeviceGetMaxPcieLinkWidth(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetMaxPcieLinkWidth()
+}
+
+func (l *replayLib) DeviceGetNvLinkState(d nvml.Device, link int) (nvml.EnableState, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetNvLinkState(link)
+}
+
+func (l *replayLib) DeviceGetNvLinkVersion(d nvml.Device, link int) (uint32, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetNvLinkVersion(link)
+}
+
+func (l *replayLib) DeviceGetNvLinkRemotePciInfo(d nvml.Device, link int) (nvml.PciInfo, nvml.Return) {
+	if d == nil {
+		return nvml.PciInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetNvLinkRemotePciInfo(link)
+}
+
+func (l *replayLib) DeviceGetNvLinkRemoteDeviceType(d nvml.Device, link int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetNvLinkRemoteDeviceType(link)
+}
+
+// ready answers ERROR_INVALID_ARGUMENT for a nil device and
+// ERROR_UNINITIALIZED while the library is not initialised.
+func (d *replayDevice) ready() nvml.Return {
+	if d == nil || d.rec == nil {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.lib.ready()
+}
+
+func (d *replayDevice) GetPciInfo() (nvml.PciInfo, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return nvml.PciInfo{}, r
+	}
+	return answerAs(d.rec.PCI, r, pciInfo)
+}
+
+func (d *replayDevice) GetUUID() (string, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return "", r
+	}
+	return answerAs(d.rec.UUID, r, same[string])
+}
+
+func (d *replayDevice) GetName() (string, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return "", r
+	}
+	return answerAs(d.rec.Name, r, same[string])
+}
+
+func (d *replayDevice) GetMinorNumber() (int, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(d.rec.Minor, r, same[int])
+}
+
+// GetIndex answers the device's place in the file, which is NVML's index.
+func (d *replayDevice) GetIndex() (int, nvml.Return) {
+	if r := d.ready(); r != nvml.SUCCESS {
+		return 0, r
+	}
+	return d.index, nvml.SUCCESS
+}
+
+func (d *replayDevice) GetNumaNodeId() (int, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(d.rec.NUMANode, r, same[int])
+}
+
+// GetCpuAffinity answers the recorded words, whatever numCPUs asks for:
+// every CPU the recording host had is in them.
+func (d *replayDevice) GetCpuAffinity(numCPUs int) ([]uint, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return nil, r
+	}
+	return answerAs(d.rec.CPUAffinity, r, func(w []uint64) []uint {
+		out := make([]uint, len(w))
+		for i, x := range w {
+			out[i] = uint(x)
+		}
+		return out
+	})
+}
+
+func (d *replayDevice) GetCurrPcieLinkGeneration() (int, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(d.rec.PCIeGen, r, same[int])
+}
+
+func (d *replayDevice) GetMaxPcieLinkGeneration() (int, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(d.rec.PCIeMaxGen, r, same[int])
+}
+
+func (d *replayDevice) GetCurrPcieLinkWidth() (int, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(d.rec.PCIeWidth, r, same[int])
+}
+
+func (d *replayDevice) GetMaxPcieLinkWidth() (int, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(d.rec.PCIeMaxWidth, r, same[int])
+}
+
+// link finds the recorded link n. A link above every recorded one answers
+// ERROR_INVALID_ARGUMENT, as NVML does past a device's last link; a gap
+// answers ERROR_NOT_SUPPORTED.
+func (d *replayDevice) link(n int) (*ReplayNVLink, nvml.Return) {
+	if r := d.ready(); r != nvml.SUCCESS {
+		return nil, r
+	}
+	last := -1
+	for i := range d.rec.NVLinks {
+		l := &d.rec.NVLinks[i]
+		if l.Link == n {
+			return l, nvml.SUCCESS
+		}
+		last = max(last, l.Link)
+	}
+	if n < 0 || n > last {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return nil, nvml.ERROR_NOT_SUPPORTED
+}
+
+func (d *replayDevice) GetNvLinkState(n int) (nvml.EnableState, nvml.Return) {
+	l, r := d.link(n)
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(l.State, r, func(v int) nvml.EnableState { return nvml.EnableState(v) })
+}
+
+func (d *replayDevice) GetNvLinkVersion(n int) (uint32, nvml.Return) {
+	l, r := d.link(n)
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(l.Version, r, func(v int) uint32 { return uint32(v) })
+}
+
+func (d *replayDevice) GetNvLinkRemotePciInfo(n int) (nvml.PciInfo, nvml.Return) {
+	l, r := d.link(n)
+	if r != nvml.SUCCESS {
+		return nvml.PciInfo{}, r
+	}
+	return answerAs(l.Remote, r, pciInfo)
+}
+
+func (d *replayDevice) GetNvLinkRemoteDeviceType(n int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+	l, r := d.link(n)
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	return answerAs(l.RemoteType, r, func(v int) nvml.IntNvLinkDeviceType { return nvml.IntNvLinkDeviceType(v) })
+}
+
+func same[T any](v T) T { return v }
+
+// pciInfo builds go-nvml's PciInfo from a recorded one: BusId as recorded,
+// and Domain, Bus, Device and BusIdLegacy derived from it as NVML fills
+// them.
+func pciInfo(p ReplayPCI) nvml.PciInfo {
+	info := nvml.PciInfo{PciDeviceId: p.PCIDeviceID, PciSubSystemId: p.PCISubsystemID}
+	putCString(info.BusId[:], p.BusID)
+	if a, err := parseBusID(p.BusID); err == nil {
+		info.Domain, info.Bus, info.Device = a.domain, a.bus, a.device
+		putCString(info.BusIdLegacy[:], fmt.Sprintf("%04X:%02X:%02X.%X", a.domain, a.bus, a.device, a.function))
+	}
+	return info
+}
+
+// replayPCI is pciInfo's inverse: what the format keeps of a PciInfo.
+func replayPCI(info nvml.PciInfo) ReplayPCI {
+	return ReplayPCI{
+		BusID:          cString(info.BusId[:]),
+		PCIDeviceID:    info.PciDeviceId,
+		PCISubsystemID: info.PciSubSystemId,
+	}
+}
+
+// putCString copies s into the NUL-terminated C char array dst, truncating.
+func putCString(dst []int8, s string) {
+	for i := 0; i < len(s) && i < len(dst)-1; i++ {
+		dst[i] = int8(s[i])
+	}
+}
+
+// cString reads a NUL-terminated C char array.
+func cString(src []int8) string {
+	var b strings.Builder
+	for _, c := range src {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	return b.String()
+}
+
+// pciAddress is a parsed PCI bus id.
+type pciAddress struct {
+	domain, bus, device, function uint32
+}
+
+// parseBusID parses a PCI bus id in NVML's form ("00000000:3B:00.0"), the
+// sysfs form ("0000:3b:00.0") or without a domain ("3b:00.0").
+func parseBusID(id string) (pciAddress, error) {
+	var a pciAddress
+	parts := strings.Split(id, ":")
+	if len(parts) == 2 {
+		parts = append([]string{"0"}, parts...)
+	}
+	devfn := strings.Split(parts[len(parts)-1], ".")
+	if len(parts) != 3 || len(devfn) != 2 {
+		return a, fmt.Errorf("PCI bus id %q: want domain:bus:device.function", id)
+	}
+	for _, f := range []struct {
+		s   string
+		max uint64
+		dst *uint32
+	}{
+		{parts[0], 0xffffffff, &a.domain}, {parts[1], 0xff, &a.bus},
+		{devfn[0], 0x1f, &a.device}, {devfn[1], 0x7, &a.function},
+	} {
+		v, err := strconv.ParseUint(f.s, 16, 32)
+		if err != nil || v > f.max {
+			return a, fmt.Errorf("PCI bus id %q: bad field %q", id, f.s)
+		}
+		*f.dst = uint32(v)
+	}
+	return a, nil
+}
+
+// SysfsBusID turns a PCI bus id as NVML writes it ("00000000:3B:00.0")
+// into the form sysfs uses ("0000:3b:00.0"): lower-case, a domain of at
+// least 4 hex digits, as go-nvlib's GetPCIBusID does.
+func SysfsBusID(id string) (string, error) {
+	a, err := parseBusID(id)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%04x:%02x:%02x.%x", a.domain, a.bus, a.device, a.function), nil
+}
+
+// fillNotSupported sets every nil XxxFunc field of a go-nvml moq mock (a
+// pointer to mock.Interface, mock.Device, ...) to a function that answers
+// zero values and ERROR_NOT_SUPPORTED in every nvml.Return result.
+func fillNotSupported(m any) {
+	v := reflect.ValueOf(m).Elem()
+	stubs := notSupportedStubs(v.Type())
+	for i, stub := range stubs {
+		if f := v.Field(i); stub.IsValid() && f.IsNil() {
+			f.Set(stub)
+		}
+	}
+}
+
+var stubCache sync.Map // reflect.Type of a mock struct → []reflect.Value by field
+
+// notSupportedStubs builds, once per mock type, the stub for each exported
+// func field (the invalid Value for other fields).
+func notSupportedStubs(t reflect.Type) []reflect.Value {
+	if s, ok := stubCache.Load(t); ok {
+		return s.([]reflect.Value)
+	}
+	returnType := reflect.TypeFor[nvml.Return]()
+	notSupported := reflect.ValueOf(nvml.ERROR_NOT_SUPPORTED)
+	stubs := make([]reflect.Value, t.NumField())
+	for i := range stubs {
+		sf := t.Field(i)
+		if !sf.IsExported() || sf.Type.Kind() != reflect.Func {
+			continue
+		}
+		ft := sf.Type
+		out := make([]reflect.Value, ft.NumOut())
+		for j := range out {
+			out[j] = reflect.Zero(ft.Out(j))
+			if ft.Out(j) == returnType {
+				out[j] = notSupported
+			}
+		}
+		stubs[i] = reflect.MakeFunc(ft, func([]reflect.Value) []reflect.Value { return out })
+	}
+	s, _ := stubCache.LoadOrStore(t, stubs)
+	return s.([]reflect.Value)
+}
