@@ -347,10 +347,7 @@ func fillNVML(g *topology.GPU, ng nvml.GPU) {
 	}
 	g.Model, g.UUID, g.Minor = ng.Name, ng.UUID, ng.Minor
 	g.NVMLCPUAffinity = cpuset.Of(ng.CPUAffinity...)
-	if g.NUMANode == nil && ng.NUMANode != nil {
-		v := *ng.NUMANode
-		g.NUMANode = &v
-	}
+	g.GPUNUMAID = ng.NUMANode
 	if ng.PCIeGen > 0 {
 		g.PCIe.Gen = ng.PCIeGen
 	}

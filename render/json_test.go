@@ -60,7 +60,7 @@ func validUTF8(s string) string {
 
 // nullable lists the keys whose null means "unknown" in the contract;
 // every other value, lists above all, must not be null.
-var nullable = map[string]bool{"numa_node": true, "nvml_index": true, "minor": true, "socket": true}
+var nullable = map[string]bool{"numa_node": true, "gpu_numa_id": true, "nvml_index": true, "minor": true, "socket": true}
 
 // TestJSONNoNullLists walks the JSON of every fixture (the empty one has
 // nil everywhere) and fails on a null anywhere but a nullable key.

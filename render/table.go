@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -85,8 +86,12 @@ func writeMatrix(ew *errWriter, f *facts) marks {
 		}
 		cpus := gpuCPUs(g)
 		// GPU NUMA ID is the NUMA node of the GPU's own memory (coherent
-		// GPU memory, Grace Hopper); the model does not hold it yet.
-		cells = append(cells, orNA(cpus.String()), numaAffinity(n, g.NUMANode, cpus), "N/A")
+		// GPU memory, Grace Hopper), N/A elsewhere.
+		gpuNUMA := "N/A"
+		if g.GPUNUMAID != nil {
+			gpuNUMA = strconv.Itoa(*g.GPUNUMAID)
+		}
+		cells = append(cells, orNA(cpus.String()), numaAffinity(n, g.NUMANode, cpus), gpuNUMA)
 		row(tw, cells...)
 	}
 	for i, nic := range n.NICs {

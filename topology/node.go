@@ -173,6 +173,10 @@ type GPU struct {
 	UUID      string   `json:"uuid,omitempty"` // NVML UUID
 	Minor     *int     `json:"minor"`          // NVML minor number (/dev/nvidiaN)
 	NUMANode  *int     `json:"numa_node"`      // PCI numa_node; nil when unknown
+	// GPUNUMAID is NVML's GetNumaNodeId: the NUMA node of the GPU's own
+	// memory where the GPU is one (Grace Hopper: `GPU NUMA ID` in
+	// nvidia-smi topo -m); nil where NVML answers NOT_SUPPORTED (x86).
+	GPUNUMAID *int `json:"gpu_numa_id"`
 	// LocalCPUs is the PCI function's local_cpulist.
 	LocalCPUs cpuset.Set `json:"local_cpus"`
 	// NVMLCPUAffinity is NVML's ideal CPU affinity; empty without NVML.
