@@ -1,0 +1,59 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	gpunvml "github.com/gpuaffinity/gpuaffinity/nvml"
+)
+
+// nvml records the NVML answers into nvml.json: from opts.NVML, else, for a
+// root other than "/", from the root's nvml.json as nvml.Open loads it (the
+// way --root reads it), else not at all.
+func (c *collector) nvml() error {
+	lib := c.opts.NVML
+	source := "Options.NVML"
+	if lib == nil {
+		if isLive(c.opts.Root) {
+			return nil
+		}
+		var err error
+		lib, source, err = gpunvml.Open(c.opts.Root)
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		if lib == nil {
+			return nil
+		}
+		source = filepath.Join(c.opts.Root, gpunvml.ReplayFileName)
+	}
+	f, err := gpunvml.Record(lib)
+	if err != nil {
+		if f.Version == 0 {
+			return fmt.Errorf("record nvml from %s: %w", source, err)
+		}
+		// Record documents the file as complete when only Shutdown failed.
+		c.warn("%s: %v", source, err)
+	}
+	data, err := encodeReplay(f)
+	if err != nil {
+		return err
+	}
+	if c.scrub != nil {
+		data = []byte(c.scrub.uuids(string(data)))
+	}
+	c.tree.addFile(gpunvml.ReplayFileName, data)
+	c.rep.NVML = source
+	return nil
+}
+
+// encodeReplay renders nvml.json as indented JSON with a trailing newline;
+// deterministic, fields in struct order.
+func encodeReplay(f gpunvml.ReplayFile) ([]byte, error) {
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", gpunvml.ReplayFileName, err)
+	}
+	return append(data, '\n'), nil
+}

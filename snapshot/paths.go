@@ -1,0 +1,207 @@
+package snapshot
+
+import "strings"
+
+// This file is the allowlist: every file a snapshot may hold is named here,
+// nothing else is ever read. Patterns are slash-separated, relative to the
+// scope's directory; each component is a path.Match pattern, and
+// {a,b,c} lists alternatives. Who reads each entry is said beside it:
+// "discovery" is gpuaffinity's own (pci/, numa/, rdma/, nvml/ readers),
+// "hwloc" is HWLOC_FSROOT, "node_exporter" is --path.sysfs/--path.procfs,
+// "ghw" is GHW_CHROOT.
+
+// scope is the kind of directory a rule's pattern is relative to.
+type scope int
+
+const (
+	scopeRoot   scope = iota // the source root
+	scopePCI                 // a PCI function's directory, and each ancestor up to sys/devices/pciDDDD:BB
+	scopeNetdev              // a network interface's directory (under a PCI function or sys/devices/virtual/net)
+	scopeRDMA                // an RDMA device's directory (PCI function/infiniband/<ibdev>)
+)
+
+func (s scope) String() string {
+	return [...]string{"root", "pci", "netdev", "rdma"}[s]
+}
+
+// action is what a rule does with what its pattern matches.
+type action int
+
+const (
+	copyFile   action = iota // regular files: read (bounded) and copied
+	copyLink                 // symlinks: copied as their exact text, never followed
+	linkMkdir                // symlinks: copied; an empty directory is made at the target so the link resolves
+	followLink               // symlinks: copied, and the target directory visited in rule.into
+	enterDir                 // real directories: visited in rule.into
+)
+
+// scrubKind says how Options.Scrub rewrites a file (scrub.go).
+type scrubKind int
+
+const (
+	scrubNone     scrubKind = iota
+	scrubAddress            // netdev hardware address: MAC, or IPoIB's 20 bytes
+	scrubGUID               // xxxx:xxxx:xxxx:xxxx
+	scrubGID                // 8 groups of 4 hex digits
+	scrubHostname           // host-<hex>
+	scrubAssetTag           // only when it looks like a serial
+	scrubUUIDs              // every GPU-/MIG- UUID in the text
+)
+
+const (
+	attrLimit = 64 << 10 // sysfs attributes are a page at most
+	procLimit = 4 << 20  // cpuinfo on a 256-CPU host is ~400 KiB
+)
+
+// rule is one allowlist entry.
+type rule struct {
+	scope   scope
+	pattern string
+	action  action
+	into    scope // for followLink and enterDir
+	limit   int64 // for copyFile; 0 means attrLimit
+	scrub   scrubKind
+	// flat stores the file at its logical path instead of the link-resolved
+	// one and records no links on the way: /proc/self and /proc/mounts are
+	// links to this process's pid on a live node, and must be plain
+	// proc/self/status and proc/mounts in a snapshot.
+	flat bool
+}
+
+var rules = []rule{
+	// --- Root: the entry points. ---
+
+	// discovery, hwloc, ghw, lspci: one link per PCI function; the target's
+	// path is the PCI tree.
+	{scope: scopeRoot, pattern: "sys/bus/pci/devices/*", action: followLink, into: scopePCI},
+	// discovery (NICs, netdev names), node_exporter: one link per interface.
+	{scope: scopeRoot, pattern: "sys/class/net/*", action: followLink, into: scopeNetdev},
+	// discovery (RDMA devices, ports, GIDs), node_exporter: one link per device.
+	{scope: scopeRoot, pattern: "sys/class/infiniband/*", action: followLink, into: scopeRDMA},
+
+	// discovery, hwloc: which CPUs exist and are online.
+	{scope: scopeRoot, pattern: "sys/devices/system/cpu/{online,offline,possible,present,kernel_max}", action: copyFile},
+	// hwloc, discovery: per-CPU hotplug state (cpu0 usually has none).
+	{scope: scopeRoot, pattern: "sys/devices/system/cpu/cpu[0-9]*/online", action: copyFile},
+	// hwloc, discovery, ghw: cores, packages, dies, SMT siblings.
+	{scope: scopeRoot, pattern: "sys/devices/system/cpu/cpu[0-9]*/topology/*", action: copyFile},
+	// hwloc, ghw: caches (hwloc builds L1-L3 objects from these; not in the
+	// original brief, added so hwloc reads a snapshot as it reads the node).
+	{scope: scopeRoot, pattern: "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/{level,type,size,id,shared_cpu_map,shared_cpu_list,coherency_line_size,ways_of_associativity,number_of_sets,physical_line_partition}", action: copyFile},
+
+	// discovery, hwloc, ghw: NUMA node sets.
+	{scope: scopeRoot, pattern: "sys/devices/system/node/{online,possible,has_cpu,has_memory,has_normal_memory}", action: copyFile},
+	// discovery, hwloc, ghw: per node CPUs, distances, memory.
+	{scope: scopeRoot, pattern: "sys/devices/system/node/node[0-9]*/{cpulist,cpumap,distance,meminfo}", action: copyFile},
+	// ghw (needs the folder), discovery: hugepage pools per node.
+	{scope: scopeRoot, pattern: "sys/devices/system/node/node[0-9]*/hugepages/*/*", action: copyFile},
+	// hwloc: initiators of CPU-less (GPU or CXL memory) nodes, links to nodes.
+	{scope: scopeRoot, pattern: "sys/devices/system/node/node[0-9]*/access[01]/initiators/*", action: copyLink},
+	// hwloc: the initiators' bandwidth and latency beside those links.
+	{scope: scopeRoot, pattern: "sys/devices/system/node/node[0-9]*/access[01]/initiators/*", action: copyFile},
+	// ghw: CPUs of a node as links (not in the original brief; ghw's
+	// topology reads cores through them).
+	{scope: scopeRoot, pattern: "sys/devices/system/node/node[0-9]*/cpu[0-9]*", action: copyLink},
+
+	// discovery (cloud and machine type), health: what the machine is.
+	// Never product_serial, board_serial, chassis_serial or product_uuid.
+	{scope: scopeRoot, pattern: "sys/class/dmi/id/{sys_vendor,product_name,product_version,board_vendor,board_name,chassis_vendor}", action: copyFile},
+	// discovery (Azure and OCI mark themselves here).
+	{scope: scopeRoot, pattern: "sys/class/dmi/id/chassis_asset_tag", action: copyFile, scrub: scrubAssetTag},
+
+	// hwloc, ghw, discovery: CPU model and flags; memory totals.
+	{scope: scopeRoot, pattern: "proc/{cpuinfo,meminfo}", action: copyFile, limit: procLimit, flat: true},
+	// hwloc (Cpus_allowed, Mems_allowed), discovery: this process's affinity.
+	{scope: scopeRoot, pattern: "proc/self/status", action: copyFile, limit: procLimit, flat: true},
+	// hwloc (cgroup mounts for allowed CPUs).
+	{scope: scopeRoot, pattern: "proc/mounts", action: copyFile, limit: procLimit, flat: true},
+	// discovery (node name in reports).
+	{scope: scopeRoot, pattern: "proc/sys/kernel/hostname", action: copyFile, flat: true, scrub: scrubHostname},
+	// discovery, health: driver version.
+	{scope: scopeRoot, pattern: "proc/driver/nvidia/version", action: copyFile, flat: true},
+	// discovery, health: per-GPU model, bus location, UUID.
+	{scope: scopeRoot, pattern: "proc/driver/nvidia/gpus/*/information", action: copyFile, flat: true, scrub: scrubUUIDs},
+
+	// --- PCI function (and each ancestor bridge). ---
+
+	// discovery, hwloc, ghw, lspci: identity, NUMA locality, link state.
+	// config is 256 bytes (64 unprivileged): hwloc needs the header type
+	// and bus numbers to see bridges. Never resource*, rom, vpd, remove,
+	// reset, rescan: large, write-only or with side effects.
+	{scope: scopePCI, pattern: "{vendor,device,class,subsystem_vendor,subsystem_device,revision,numa_node,local_cpulist,local_cpus,current_link_speed,current_link_width,max_link_speed,max_link_width,modalias,enable,irq,config}", action: copyFile},
+	// discovery (driver name), ghw: the link, and an empty driver folder
+	// under sys/bus/pci/drivers/ so that it resolves.
+	{scope: scopePCI, pattern: "driver", action: linkMkdir},
+	// discovery: a virtual function's physical function.
+	{scope: scopePCI, pattern: "physfn", action: copyLink},
+	// discovery: the netdevs of a PCI function.
+	{scope: scopePCI, pattern: "net/*", action: enterDir, into: scopeNetdev},
+	// discovery: the RDMA devices of a PCI function.
+	{scope: scopePCI, pattern: "infiniband/*", action: enterDir, into: scopeRDMA},
+
+	// --- Netdev. ---
+
+	// discovery (NIC identity, state, MTU, speed), node_exporter.
+	{scope: scopeNetdev, pattern: "address", action: copyFile, scrub: scrubAddress},
+	{scope: scopeNetdev, pattern: "{operstate,mtu,speed,type,carrier,ifindex,addr_assign_type,dev_port,dev_id}", action: copyFile},
+	// discovery: the netdev's parent device (its PCI function).
+	{scope: scopeNetdev, pattern: "device", action: linkMkdir},
+
+	// --- RDMA device. ---
+
+	// discovery, node_exporter (node_infiniband_info).
+	{scope: scopeRDMA, pattern: "{fw_ver,node_type,hca_type,board_id}", action: copyFile},
+	{scope: scopeRDMA, pattern: "{node_guid,sys_image_guid}", action: copyFile, scrub: scrubGUID},
+	// discovery: the RDMA device's PCI function.
+	{scope: scopeRDMA, pattern: "device", action: linkMkdir},
+	// discovery (fabric, link state, rate), node_exporter.
+	{scope: scopeRDMA, pattern: "ports/*/{state,phys_state,rate,link_layer,lid,sm_lid,cap_mask}", action: copyFile},
+	// discovery (NCCL_IB_GID_INDEX); unpopulated GIDs read as EINVAL.
+	{scope: scopeRDMA, pattern: "ports/*/gids/*", action: copyFile, scrub: scrubGID},
+	// discovery: GID types (RoCE v1/v2) and their netdevs.
+	{scope: scopeRDMA, pattern: "ports/*/gid_attrs/{types,ndevs}/*", action: copyFile},
+	// node_exporter, exporter: port counters (small integers).
+	{scope: scopeRDMA, pattern: "ports/*/{counters,hw_counters}/*", action: copyFile},
+	// node_exporter, exporter: device-wide hardware counters (mlx5).
+	{scope: scopeRDMA, pattern: "hw_counters/*", action: copyFile},
+}
+
+// neverRead are file names no rule may open, whatever a pattern matched:
+// large (resource*, rom), write-only or with side effects when written
+// (remove, reset, rescan, bind...), or identifying (serials, product_uuid).
+// The table never names them; this is a second lock.
+func neverRead(name string) bool {
+	if strings.HasPrefix(name, "resource") {
+		return true
+	}
+	switch name {
+	case "rom", "vpd", "remove", "reset", "reset_method", "rescan", "bind", "unbind",
+		"new_id", "remove_id", "driver_override", "sriov_numvfs",
+		"serial_number", "product_serial", "board_serial", "chassis_serial", "product_uuid":
+		return true
+	}
+	return false
+}
+
+// expandBraces expands {a,b} alternatives (not nested) in pattern.
+func expandBraces(pattern string) []string {
+	i := strings.IndexByte(pattern, '{')
+	if i < 0 {
+		return []string{pattern}
+	}
+	j := strings.IndexByte(pattern[i:], '}')
+	if j < 0 {
+		return []string{pattern}
+	}
+	j += i
+	var out []string
+	for _, alt := range strings.Split(pattern[i+1:j], ",") {
+		out = append(out, expandBraces(pattern[:i]+alt+pattern[j+1:])...)
+	}
+	return out
+}
+
+// hasMeta reports whether a pattern component is a glob.
+func hasMeta(comp string) bool {
+	return strings.ContainsAny(comp, `*?[\`)
+}
