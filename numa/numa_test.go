@@ -1,0 +1,115 @@
+package numa
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func put(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, v := range files {
+		full := filepath.Join(root, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if err := os.WriteFile(full, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// cpu writes one online CPU's topology files.
+func cpu(m map[string]string, id, core, pkg int, siblings string) {
+	d := "sys/devices/system/cpu/cpu" + strconv.Itoa(id) + "/topology/"
+	m[d+"core_id"] = strconv.Itoa(core)
+	m[d+"physical_package_id"] = strconv.Itoa(pkg)
+	m[d+"thread_siblings_list"] = siblings
+}
+
+// A Grace-Hopper-like node with sub-NUMA clustering folded in: socket 0
+// holds nodes 0 and 1 (SNC2), node 2 is memory-only (GPU memory), CPU 3
+// is offline, and the process is limited to CPUs 0-1.
+func TestReadSNCMemoryOnlyOffline(t *testing.T) {
+	root := t.TempDir()
+	m := map[string]string{
+		"sys/devices/system/cpu/online":          "0-2",
+		"sys/devices/system/cpu/offline":         "3",
+		"sys/devices/system/node/node0/cpulist":  "0",
+		"sys/devices/system/node/node0/distance": "10 11 80",
+		"sys/devices/system/node/node0/meminfo":  "Node 0 MemTotal:       1024 kB\nNode 0 MemFree: 1 kB",
+		"sys/devices/system/node/node1/cpulist":  "1-2",
+		"sys/devices/system/node/node1/distance": "11 10 80",
+		"sys/devices/system/node/node1/meminfo":  "Node 1 MemTotal:       2048 kB",
+		"sys/devices/system/node/node2/cpulist":  "",
+		"sys/devices/system/node/node2/distance": "80 80 10",
+		"sys/devices/system/node/node2/meminfo":  "Node 2 MemTotal:       4096 kB",
+		"sys/devices/system/node/possible":       "0-2", // not a node directory
+		"proc/self/status":                       "Name:\tx\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\n",
+		"proc/cpuinfo":                           "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\n\nprocessor\t: 1\nvendor_id\t: Other\n",
+	}
+	cpu(m, 0, 0, 0, "0")
+	cpu(m, 1, 1, 0, "1-2")
+	cpu(m, 2, 1, 0, "1-2")
+	put(t, root, m)
+	got, errs := Read(root)
+	if len(errs) != 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	if len(got.Nodes) != 3 || got.Nodes[2].CPUs.Len() != 0 || got.Nodes[2].MemoryBytes != 4096*1024 ||
+		got.Nodes[1].CPUs.String() != "1-2" || got.Nodes[0].Distances[2] != 80 {
+		t.Errorf("nodes = %+v", got.Nodes)
+	}
+	if got.Online.String() != "0-2" || got.Offline.String() != "3" || got.Allowed.String() != "0-1" {
+		t.Errorf("online %v offline %v allowed %v", got.Online, got.Offline, got.Allowed)
+	}
+	if len(got.CPUs) != 3 || got.CPUs[2].Siblings.String() != "1-2" || got.CPUs[2].Node != 1 || got.CPUs[0].Node != 0 {
+		t.Errorf("cpus = %+v", got.CPUs)
+	}
+	if got.Vendor != "GenuineIntel" || got.FamilyID != 6 || got.ModelID != 143 || !strings.HasPrefix(got.Model, "Intel") {
+		t.Errorf("cpuinfo = %q %d %d %q", got.Vendor, got.FamilyID, got.ModelID, got.Model)
+	}
+}
+
+// Garbage and missing files: the node is kept, each problem names its file.
+func TestReadBadInput(t *testing.T) {
+	root := t.TempDir()
+	m := map[string]string{
+		"sys/devices/system/cpu/online":          "0-1",
+		"sys/devices/system/node/node0/cpulist":  "0-1",
+		"sys/devices/system/node/node0/distance": "10 abc",
+		"sys/devices/system/node/node0/meminfo":  "nothing useful",
+		"proc/self/status":                       "Cpus_allowed_list:\tzz\n",
+	}
+	cpu(m, 0, 0, 0, "5") // siblings that do not hold the CPU itself
+	put(t, root, m)      // cpu1 has no topology files at all
+	got, errs := Read(root)
+	all := ""
+	for _, e := range errs {
+		all += e.Error() + "\n"
+	}
+	for _, want := range []string{"node0/distance", "node0/meminfo", "cpu 1:", "core_id", "thread_siblings_list", "proc/self/status", "proc/cpuinfo"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("errors lack %q:\n%s", want, all)
+		}
+	}
+	if len(got.Nodes) != 1 || got.Nodes[0].CPUs.String() != "0-1" || got.Allowed.String() != "0-1" {
+		t.Errorf("got %+v", got)
+	}
+	if got.CPUs[0].Siblings.String() != "0" || got.CPUs[1].CoreID != -1 {
+		t.Errorf("cpus = %+v", got.CPUs)
+	}
+}
+
+// No node directory (CONFIG_NUMA off, some containers): one node 0.
+func TestReadNoNUMA(t *testing.T) {
+	root := t.TempDir()
+	put(t, root, map[string]string{"sys/devices/system/cpu/online": "0-3"})
+	got, errs := Read(root)
+	if len(got.Nodes) != 1 || got.Nodes[0].CPUs.String() != "0-3" {
+		t.Fatalf("nodes = %+v", got.Nodes)
+	}
+	if len(errs) == 0 || !strings.Contains(errs[0].Error(), "no NUMA nodes") {
+		t.Errorf("errors = %v", errs)
+	}
+}
