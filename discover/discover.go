@@ -278,6 +278,15 @@ func gpus(devs []pci.Device, res nvml.Result, warn func(...error)) []topology.GP
 	for _, g := range res.GPUs {
 		byBus[strings.ToLower(g.BusID)] = g
 	}
+	// A GPU NVML lost before it answered GetPciInfo has no bus id. NVML
+	// enumerates in PCI bus order, so such GPUs are matched, in index
+	// order, to the PCI GPUs no other NVML entry claims, in bus order.
+	var anonymous []nvml.GPU
+	for _, g := range res.GPUs {
+		if g.BusID == "" {
+			anonymous = append(anonymous, g)
+		}
+	}
 	seen := map[string]bool{}
 	var out []topology.GPU
 	for i := range devs {
@@ -296,6 +305,10 @@ func gpus(devs []pci.Device, res nvml.Result, warn func(...error)) []topology.GP
 		switch {
 		case !res.Available:
 			g.State = topology.GPUNoNVML
+		case !listed && len(anonymous) > 0:
+			ng, anonymous = anonymous[0], anonymous[1:]
+			warn(fmt.Errorf("GPU %s: NVML GPU %d (%s) gave no PCI address; matched by bus order", bus, ng.Index, ng.State))
+			fillNVML(&g, ng)
 		case !listed:
 			g.State = topology.GPUNotInNVML
 			warn(fmt.Errorf("GPU %s is on the PCI bus but NVML does not list it", bus))
@@ -305,8 +318,11 @@ func gpus(devs []pci.Device, res nvml.Result, warn func(...error)) []topology.GP
 		}
 		out = append(out, g)
 	}
+	for _, ng := range append(res.GPUs[:0:0], anonymous...) {
+		warn(fmt.Errorf("NVML lists GPU %d (%s) without a PCI address and no PCI GPU is left to match it", ng.Index, ng.State))
+	}
 	for _, ng := range res.GPUs {
-		if !seen[strings.ToLower(ng.BusID)] {
+		if ng.BusID != "" && !seen[strings.ToLower(ng.BusID)] {
 			warn(fmt.Errorf("NVML lists GPU %d (%s) that the PCI bus does not show", ng.Index, ng.BusID))
 		}
 	}

@@ -80,10 +80,22 @@ func Read(root string) (t Topology, errs []error) {
 			nodeOf[c] = n.ID
 		}
 	}
+	// SMT siblings share a core and a package: read the topology files
+	// once per core, not once per CPU (each read costs a syscall round).
+	known := map[int]CPU{}
 	for _, id := range t.Online.CPUs() {
-		c, err := readCPU(cpuDir, id)
-		note(err)
-		c.Node = -1
+		c, ok := known[id]
+		if !ok {
+			var err error
+			c, err = readCPU(cpuDir, id)
+			note(err)
+			if err == nil {
+				for _, s := range c.Siblings.CPUs() {
+					known[s] = c
+				}
+			}
+		}
+		c.ID, c.Node = id, -1
 		if n, ok := nodeOf[id]; ok {
 			c.Node = n
 		}

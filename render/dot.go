@@ -73,11 +73,11 @@ func dotNodeStyle(k nodeKind) string {
 func dotEdgeStyle(e gedge) string {
 	switch e.kind {
 	case edgePair:
-		return fmt.Sprintf(` [label=%s, color="#d62728", fontcolor="#d62728", penwidth=3, style=bold, arrowhead=normal, constraint=false]`, dotLabel([]string{e.label}))
+		return fmt.Sprintf(` [xlabel=%s, color="#d62728", fontcolor="#d62728", penwidth=3, style=bold, arrowhead=normal, constraint=false]`, dotLabel([]string{e.label}))
 	case edgeUndecided:
-		return fmt.Sprintf(` [label=%s, color="#ff7f0e", fontcolor="#ff7f0e", penwidth=3, style="bold,dashed", arrowhead=normal, constraint=false]`, dotLabel([]string{e.label}))
+		return fmt.Sprintf(` [xlabel=%s, color="#ff7f0e", fontcolor="#ff7f0e", penwidth=3, style="bold,dashed", arrowhead=normal, constraint=false]`, dotLabel([]string{e.label}))
 	case edgeNVLink:
-		return fmt.Sprintf(` [label=%s, color="#76b900", fontcolor="#4a7300", penwidth=2, constraint=false]`, dotLabel([]string{e.label}))
+		return fmt.Sprintf(` [xlabel=%s, color="#76b900", fontcolor="#4a7300", penwidth=2, constraint=false]`, dotLabel([]string{e.label}))
 	}
 	return ""
 }

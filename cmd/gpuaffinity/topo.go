@@ -36,7 +36,7 @@ func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, err
 		if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
 			return topology.Node{}, fmt.Errorf("--demo and --root exclude each other")
 		}
-		dir, err := os.MkdirTemp("", "gpuaffinity-demo-")
+		dir, err := os.MkdirTemp(demoTempDir(), "gpuaffinity-demo-")
 		if err != nil {
 			return topology.Node{}, err
 		}
@@ -93,4 +93,24 @@ contract (schema gpuaffinity.topology/v1, docs/topology-json.md); -o dot and
 	nf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid")
 	return cmd
+}
+
+// demoTempDir picks where a demo machine is built: a memory file system
+// when one is writable (a demo root is thousands of small files, which
+// some disks create slowly), else the default temporary directory.
+func demoTempDir() string {
+	if os.Getenv("TMPDIR") != "" {
+		return ""
+	}
+	for _, d := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
+		if d == "" {
+			continue
+		}
+		if f, err := os.CreateTemp(d, ".gpuaffinity-probe-"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return d
+		}
+	}
+	return ""
 }

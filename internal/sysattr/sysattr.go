@@ -24,17 +24,28 @@ const MaxSize = 64 << 10
 var ErrTooLarge = errors.New("file larger than read bound")
 
 // ReadFileLimit reads at most limit bytes of path; a longer file is an
-// error wrapping ErrTooLarge.
+// error wrapping ErrTooLarge. A sysfs attribute is read in one read call
+// (the kernel fills it whole, and some drivers answer a second read with
+// EAGAIN forever); only a file that fills the first buffer is read on.
 func ReadFileLimit(path string, limit int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err // *PathError names the file
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	buf := make([]byte, min(limit+1, 1024))
+	n, err := f.Read(buf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if n < len(buf) {
+		return buf[:n], nil
+	}
+	rest, err := io.ReadAll(io.LimitReader(f, int64(limit+1-n)))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	b := append(buf[:n], rest...)
 	if len(b) > limit {
 		return nil, fmt.Errorf("read %s: %w (%d bytes)", path, ErrTooLarge, limit)
 	}

@@ -1,0 +1,217 @@
+package discover
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/nvml"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+func editReplay(t *testing.T, root string, edit func(*nvml.ReplayFile)) {
+	t.Helper()
+	p := filepath.Join(root, "nvml.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f nvml.ReplayFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	edit(&f)
+	f.DeviceCount.Value = len(f.Devices)
+	if b, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasWarning(n topology.Node, subs ...string) bool {
+	for _, w := range n.Warnings {
+		ok := true
+		for _, s := range subs {
+			ok = ok && strings.Contains(w, s)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Bad input never fails discovery: each case yields a Node whose warnings
+// name the file or device, and whose pairs stay right where they can.
+func TestBadInput(t *testing.T) {
+	const gpu0 = "0000:1b:00.0" // DGX H100 GPU 0 (internal/fakesys/testdata/machines/dgx-h100.yaml)
+	for _, tc := range []struct {
+		name   string
+		break_ func(t *testing.T, root string)
+		check  func(t *testing.T, n topology.Node)
+	}{
+		{"no NVML", func(t *testing.T, root string) {
+			os.Remove(filepath.Join(root, "nvml.json"))
+		}, func(t *testing.T, n topology.Node) {
+			if n.NVML.Source != "none" || len(n.GPUs) != 8 || n.GPUs[0].State != topology.GPUNoNVML || n.GPUs[0].Model != "" {
+				t.Errorf("NVML %+v GPU0 %+v", n.NVML, n.GPUs[0])
+			}
+			// Without NVML, GPUs are in bus order and pairs still come from the tree.
+			if n.GPUs[0].BusID != gpu0 || n.Pairs[0].NICs[0] != "mlx5_0" {
+				t.Errorf("GPU0 %s pair %+v", n.GPUs[0].BusID, n.Pairs[0])
+			}
+		}},
+		{"NVML library not found", func(t *testing.T, root string) {
+			editReplay(t, root, func(f *nvml.ReplayFile) { f.Init = "ERROR_LIBRARY_NOT_FOUND" })
+		}, func(t *testing.T, n topology.Node) {
+			if n.NVML.Source != "none" || !strings.Contains(n.NVML.Error, "not found") || n.GPUs[3].State != topology.GPUNoNVML {
+				t.Errorf("NVML %+v", n.NVML)
+			}
+		}},
+		{"GPU on the bus that NVML does not list", func(t *testing.T, root string) {
+			editReplay(t, root, func(f *nvml.ReplayFile) { f.Devices = f.Devices[1:] })
+		}, func(t *testing.T, n topology.Node) {
+			if !hasWarning(n, gpu0, "NVML does not list") {
+				t.Errorf("warnings %q", n.Warnings)
+			}
+			var g topology.GPU
+			for _, x := range n.GPUs {
+				if x.BusID == gpu0 {
+					g = x
+				}
+			}
+			if g.State != topology.GPUNotInNVML || g.NVMLIndex != nil {
+				t.Errorf("GPU = %+v", g)
+			}
+		}},
+		{"NVML GPU the bus does not show", func(t *testing.T, root string) {
+			editReplay(t, root, func(f *nvml.ReplayFile) {
+				d := f.Devices[0]
+				d.PCI.Value.BusID = "00000000:FE:00.0"
+				f.Devices = append(f.Devices, d)
+			})
+		}, func(t *testing.T, n topology.Node) {
+			if !hasWarning(n, "0000:fe:00.0", "PCI bus does not show") || len(n.GPUs) != 8 {
+				t.Errorf("warnings %q, %d GPUs", n.Warnings, len(n.GPUs))
+			}
+		}},
+		{"GPU lost", func(t *testing.T, root string) {
+			editReplay(t, root, func(f *nvml.ReplayFile) { f.Devices[2].Handle = "ERROR_GPU_IS_LOST" })
+		}, func(t *testing.T, n topology.Node) {
+			if g := n.GPUs[2]; g.State != topology.GPULost || g.BusID != "0000:52:00.0" || g.Index != 2 {
+				t.Errorf("GPU2 = %+v", g)
+			}
+			if !hasWarning(n, "0000:52:00.0", "matched by bus order") {
+				t.Errorf("warnings %q", n.Warnings)
+			}
+		}},
+		{"garbage numa_node", func(t *testing.T, root string) {
+			os.WriteFile(filepath.Join(root, "sys/bus/pci/devices", gpu0, "numa_node"), []byte("abc\n"), 0o644)
+		}, func(t *testing.T, n topology.Node) {
+			if !hasWarning(n, gpu0, "numa_node") || n.GPUs[0].NUMANode != nil {
+				t.Errorf("warnings %q GPU0 %+v", n.Warnings, n.GPUs[0])
+			}
+			// The switch still decides the pair.
+			if n.Pairs[0].NICs[0] != "mlx5_0" || n.Pairs[0].Class != topology.ClassPIX {
+				t.Errorf("pair %+v", n.Pairs[0])
+			}
+		}},
+		{"zero link width and empty local_cpulist", func(t *testing.T, root string) {
+			d := filepath.Join(root, "sys/bus/pci/devices", gpu0)
+			os.WriteFile(filepath.Join(d, "current_link_width"), []byte("0\n"), 0o644)
+			os.WriteFile(filepath.Join(d, "local_cpulist"), []byte("\n"), 0o644)
+		}, func(t *testing.T, n topology.Node) {
+			if !hasWarning(n, gpu0, "local_cpulist") {
+				t.Errorf("warnings %q", n.Warnings)
+			}
+		}},
+		{"NIC vanished between listing and reading", func(t *testing.T, root string) {
+			link := filepath.Join(root, "sys/class/infiniband/mlx5_0")
+			target, _ := filepath.EvalSymlinks(link)
+			os.RemoveAll(target)
+		}, func(t *testing.T, n topology.Node) {
+			if !hasWarning(n, "mlx5_0") {
+				t.Errorf("warnings %q", n.Warnings)
+			}
+			for _, nic := range n.NICs {
+				if nic.Name == "mlx5_0" {
+					t.Errorf("vanished NIC still listed: %+v", nic)
+				}
+			}
+			// GPU 0 loses its PIX NIC and falls back on the nearest compute NIC.
+			if len(n.Pairs[0].NICs) == 0 || n.Pairs[0].Class == topology.ClassPIX {
+				t.Errorf("pair %+v", n.Pairs[0])
+			}
+		}},
+		{"dangling PCI link", func(t *testing.T, root string) {
+			os.Symlink("../../../devices/pci0000:00/0000:00:1f.7", filepath.Join(root, "sys/bus/pci/devices/0000:00:1f.7"))
+		}, func(t *testing.T, n topology.Node) {
+			if !hasWarning(n, "0000:00:1f.7") {
+				t.Errorf("warnings %q", n.Warnings)
+			}
+		}},
+		{"hostile interface name", func(t *testing.T, root string) {
+			// A netdev renamed to something a shell or a template would choke on.
+			old := filepath.Join(root, "sys/class/net/ibp24s0")
+			target, _ := os.Readlink(old)
+			bad := "ib$(reboot)\"'; x"
+			os.Remove(old)
+			real := filepath.Join(filepath.Dir(old), target)
+			os.Rename(real, filepath.Join(filepath.Dir(real), bad))
+			os.Symlink(filepath.Join(filepath.Dir(target), bad), filepath.Join(root, "sys/class/net", bad))
+		}, func(t *testing.T, n topology.Node) {
+			// The name is data: kept byte for byte, tied to its NIC by PCI address.
+			var nic topology.NIC
+			for _, x := range n.NICs {
+				if x.Name == "mlx5_0" {
+					nic = x
+				}
+			}
+			if len(nic.Netdevs) != 1 || nic.Netdevs[0] != "ib$(reboot)\"'; x" {
+				t.Errorf("mlx5_0 netdevs = %q", nic.Netdevs)
+			}
+			if n.Pairs[0].NICs[0] != "mlx5_0" {
+				t.Errorf("pair %+v", n.Pairs[0])
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := fakesys.Root(t, "dgx-h100")
+			tc.break_(t, root)
+			n, err := Discover(Options{Root: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, n)
+		})
+	}
+}
+
+func TestNoPCIBus(t *testing.T) {
+	if _, err := Discover(Options{Root: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "sys/bus/pci/devices") {
+		t.Fatalf("want an error naming the missing bus, got %v", err)
+	}
+}
+
+// TestLiveRoot discovers this machine ("/"): live NVML (absent here:
+// library not found, a reported state) and live netlink.
+func TestLiveRoot(t *testing.T) {
+	if _, err := os.Stat("/sys/bus/pci/devices"); err != nil {
+		t.Skip("no PCI bus visible here")
+	}
+	n, err := Discover(Options{Root: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Schema != topology.Schema || n.CPU.Online.IsEmpty() || len(n.NUMANodes) == 0 {
+		t.Errorf("node = %+v", n)
+	}
+	if len(n.GPUs) == 0 && n.NVML.Source == "live" {
+		t.Logf("NVML live with no GPU: %+v", n.NVML)
+	}
+}

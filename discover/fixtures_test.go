@@ -1,0 +1,207 @@
+package discover
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
+	"github.com/gpuaffinity/gpuaffinity/render"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+func discoverRoot(t testing.TB, root string) topology.Node {
+	t.Helper()
+	n, err := Discover(Options{Root: root})
+	if err != nil {
+		t.Fatalf("Discover(%s): %v", root, err)
+	}
+	return n
+}
+
+// TestMachines holds every fixture machine to the pairs written by hand
+// in its spec (from the machine's published layout, cited there).
+func TestMachines(t *testing.T) {
+	for _, name := range fakesys.Machines() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			want, err := fakesys.Expectation(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want.Pairs) == 0 {
+				t.Fatalf("%s has no hand-written expected pairs", name)
+			}
+			n := discoverRoot(t, sharedRoot(t, name))
+			if len(n.Pairs) != len(want.Pairs) {
+				t.Fatalf("got %d pairs, want %d:\n%+v", len(n.Pairs), len(want.Pairs), n.Pairs)
+			}
+			for i, w := range want.Pairs {
+				got := n.Pairs[i]
+				wantNICs := w.NICs
+				if wantNICs == nil {
+					wantNICs = []string{}
+				}
+				if got.GPU != w.GPU || !slices.Equal(got.NICs, wantNICs) || got.Class.String() != w.Class {
+					t.Errorf("GPU %d: got %v at %s, want %v at %s (note %q)", w.GPU, got.NICs, got.Class, wantNICs, w.Class, got.Note)
+				}
+				if w.Decided != nil && got.Decided != *w.Decided {
+					t.Errorf("GPU %d: decided = %v, want %v", w.GPU, got.Decided, *w.Decided)
+				}
+				// A pair's class is the path class to each of its NICs.
+				for _, nic := range got.NICs {
+					if c := n.PathClass(got.GPU, nic); c != got.Class {
+						t.Errorf("GPU %d: path to %s is %s, pair says %s", got.GPU, nic, c, got.Class)
+					}
+				}
+			}
+			if want.GPUGPU != "" {
+				for _, p := range n.GPUPaths {
+					got := p.Class.String()
+					if p.NVLinks > 0 {
+						got = "NV" + itoa(p.NVLinks)
+					}
+					if got != want.GPUGPU {
+						t.Errorf("GPU%d-GPU%d: %s, want %s", p.A, p.B, got, want.GPUGPU)
+					}
+				}
+			}
+			// Never a non-compute NIC while a compute NIC exists.
+			compute := map[string]bool{}
+			for _, nic := range n.NICs {
+				if nic.Role == topology.RoleCompute {
+					compute[nic.Name] = true
+				}
+			}
+			for _, p := range n.Pairs {
+				for _, nic := range p.NICs {
+					if !compute[nic] {
+						t.Errorf("GPU %d paired with non-compute NIC %s", p.GPU, nic)
+					}
+				}
+			}
+		})
+	}
+}
+
+func itoa(i int) string {
+	b := []byte{}
+	for ; i > 0 || len(b) == 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}
+
+// TestHwlocAgrees runs hwloc (HWLOC_FSROOT) on every fixture root and
+// holds our NUMA locality of every GPU and NIC to hwloc's.
+func TestHwlocAgrees(t *testing.T) {
+	if _, err := exec.LookPath("lstopo-no-graphics"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("lstopo-no-graphics missing in CI: make test installs Debian package hwloc")
+		}
+		t.Skip("lstopo-no-graphics not installed (Debian package hwloc; `make test` installs it as root)")
+	}
+	for _, name := range fakesys.Machines() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := sharedRoot(t, name)
+			n := discoverRoot(t, root)
+			loc, err := hwloccheck.Locality(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := map[string]int{}
+			for _, g := range n.GPUs {
+				ours[g.BusID] = numaOf(n, g.NUMANode, g.LocalCPUs.String())
+			}
+			for _, nic := range n.NICs {
+				ours[nic.BusID] = numaOf(n, nic.NUMANode, nic.LocalCPUs.String())
+			}
+			if len(ours) == 0 {
+				t.Fatal("no GPU or NIC discovered")
+			}
+			for bus, want := range ours {
+				got, ok := loc[bus]
+				if !ok {
+					t.Errorf("hwloc does not report %s", bus)
+					continue
+				}
+				if got != want {
+					t.Errorf("%s: hwloc says NUMA %d, we say %d", bus, got, want)
+				}
+			}
+		})
+	}
+}
+
+// numaOf is our locality of a device as hwloc states it: the PCI NUMA
+// node; where that is unknown, the one node whose CPUs equal the device's
+// local CPUs (hwloc places such a device by local_cpus); else -1.
+func numaOf(n topology.Node, node *int, local string) int {
+	if node != nil {
+		return *node
+	}
+	for _, nn := range n.NUMANodes {
+		if nn.CPUs.String() == local || (len(n.NUMANodes) == 1 && local != "") {
+			return nn.ID
+		}
+	}
+	return -1
+}
+
+// TestH200Capture checks the real capture's facts (shared/README.md).
+func TestH200Capture(t *testing.T) {
+	n := discoverRoot(t, sharedRoot(t, fakesys.H200VM))
+	if len(n.GPUs) != 1 {
+		t.Fatalf("GPUs = %+v", n.GPUs)
+	}
+	g := n.GPUs[0]
+	if g.BusID != "0000:00:06.0" || g.Model != "NVIDIA H200" || g.State != topology.GPUOK || g.NUMANode != nil ||
+		g.GPUNUMAID != nil || g.NVLinkVisible || g.NVMLCPUAffinity.String() != "0-15" || g.LocalCPUs.String() != "0-15" ||
+		g.UUID != "GPU-e3344502-c9fc-0416-7091-4a6968e9d3e8" || g.PCIe != (topology.PCIe{Gen: 5, Width: 16, MaxGen: 5, MaxWidth: 16}) {
+		t.Errorf("GPU = %+v", g)
+	}
+	if n.NVML.Source != "replay" || n.NVML.DriverVersion != "580.159.04" || n.NVML.CUDAVersion != 13000 {
+		t.Errorf("NVML = %+v", n.NVML)
+	}
+	if len(n.NICs) != 1 || n.NICs[0].Name != "eth0" || n.NICs[0].Driver != "virtio-pci" ||
+		n.NICs[0].Fabric != topology.FabricEthernet || n.NICs[0].Role != topology.RoleOther {
+		t.Errorf("NICs = %+v", n.NICs)
+	}
+	if n.Platform.Cloud != topology.CloudUnknown || len(n.NUMANodes) != 1 || n.CPU.Online.String() != "0-15" ||
+		n.CPU.Family != 6 || n.CPU.Model != 207 {
+		t.Errorf("platform %+v numa %+v cpu %+v", n.Platform, n.NUMANodes, n.CPU)
+	}
+	if n.Paths[0].Class != topology.ClassPHB {
+		t.Errorf("GPU-eth0 path = %v", n.Paths[0].Class)
+	}
+}
+
+// TestDotRenders pipes each fixture's DOT through Graphviz.
+func TestDotRenders(t *testing.T) {
+	if _, err := exec.LookPath("dot"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("dot missing in CI: make test installs Debian package graphviz")
+		}
+		t.Skip("dot not installed (Debian package graphviz)")
+	}
+	for _, name := range fakesys.Machines() {
+		n := discoverRoot(t, sharedRoot(t, name))
+		var buf bytes.Buffer
+		if err := render.DOT(&buf, n); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("dot", "-Tsvg")
+		cmd.Stdin = &buf
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) || err != nil || !strings.Contains(string(out), "<svg") {
+			t.Errorf("%s: dot -Tsvg: %v\n%s", name, err, out)
+		}
+	}
+}

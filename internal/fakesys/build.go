@@ -1,0 +1,347 @@
+package fakesys
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/nvml"
+)
+
+// Build writes the fake root of spec into dir (created if missing; it
+// should be empty): dir/sys, dir/proc and, when the spec has an nvml
+// block, dir/nvml.json. It validates the spec first and returns an error
+// wrapping ErrSpec for a bad spec, or the *os.PathError of the first file
+// that could not be written.
+func Build(spec Spec, dir string) error {
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	l, err := spec.layout()
+	if err != nil {
+		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	b := &builder{s: &spec, l: l, t: newTree(), ifindex: 1}
+	b.cpus()
+	b.numa()
+	b.virtualNet()
+	if err := b.pci(); err != nil {
+		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	b.dmi()
+	b.proc()
+	if spec.NVML != nil {
+		data, err := json.MarshalIndent(b.replay(), "", "  ")
+		if err != nil {
+			return fmt.Errorf("build %s: nvml.json: %w", spec.Name, err)
+		}
+		b.t.raw("nvml.json", append(data, '\n'))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	if err := b.t.write(dir); err != nil {
+		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+type builder struct {
+	s       *Spec
+	l       *layout
+	t       *tree
+	ifindex int
+	gpus    []gpuFn
+	irq     int
+}
+
+// gpuFn is what nvml.json needs of a GPU function.
+type gpuFn struct {
+	addr   bdf
+	gpu    *GPU
+	numa   int
+	local  cpuset.Set
+	pciID  uint32
+	subID  uint32
+	link   Link
+	hasLnk bool
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+const cpuDir = "sys/devices/system/cpu"
+
+func (b *builder) cpus() {
+	l, t, s := b.l, b.t, b.s
+	t.attr(cpuDir+"/online", l.online.String())
+	t.attr(cpuDir+"/offline", l.offline.String())
+	all := cpuset.Range(0, l.ncpu-1).String()
+	t.attr(cpuDir+"/possible", all)
+	t.attr(cpuDir+"/present", all)
+	t.attr(cpuDir+"/kernel_max", itoa(max(l.ncpu, 8192)-1))
+	w := l.ncpu
+	for n := range l.ncpu {
+		d := cpuDir + "/cpu" + itoa(n)
+		if l.offline.Contains(n) {
+			t.attr(d+"/online", "0")
+			continue
+		}
+		t.attr(d+"/online", "1")
+		sock := l.socketOf(s, n)
+		core := l.siblings(s, n).Intersect(l.online)
+		pkg := l.socketCPUs(s, sock).Intersect(l.online)
+		top := d + "/topology/"
+		t.attr(top+"core_id", itoa(l.coreOf(s, n)))
+		t.attr(top+"physical_package_id", itoa(sock))
+		t.attr(top+"die_id", "0")
+		t.attr(top+"cluster_id", itoa(l.coreOf(s, n)))
+		coreMask, coreList := core.Mask(w), core.String()
+		pkgMask, pkgList := pkg.Mask(w), pkg.String()
+		for _, f := range []string{"core_cpus", "thread_siblings", "cluster_cpus"} {
+			t.attr(top+f, coreMask)
+			t.attr(top+f+"_list", coreList)
+		}
+		for _, f := range []string{"core_siblings", "package_cpus", "die_cpus"} {
+			t.attr(top+f, pkgMask)
+			t.attr(top+f+"_list", pkgList)
+		}
+	}
+}
+
+const nodeDir = "sys/devices/system/node"
+
+func (b *builder) numa() {
+	l, t := b.l, b.t
+	ids := cpuset.Of(l.nodeIDs...)
+	var withCPU, withMem []int
+	for i, id := range l.nodeIDs {
+		n := b.s.NUMA.Nodes[i]
+		if !l.nodeCPUs[id].IsEmpty() {
+			withCPU = append(withCPU, id)
+		}
+		if n.MemoryGiB > 0 {
+			withMem = append(withMem, id)
+		}
+		d := nodeDir + "/node" + itoa(id)
+		t.attr(d+"/cpulist", l.nodeCPUs[id].String())
+		t.attr(d+"/cpumap", l.nodeCPUs[id].Mask(l.ncpu))
+		dist := make([]string, len(l.nodeIDs))
+		for j, v := range l.distances[i] {
+			dist[j] = itoa(v)
+		}
+		t.attr(d+"/distance", strings.Join(dist, " "))
+		t.attr(d+"/meminfo", nodeMeminfo(id, n))
+		hp := d + "/hugepages/hugepages-2048kB/"
+		t.attr(hp+"nr_hugepages", itoa(n.Hugepages2M))
+		t.attr(hp+"free_hugepages", itoa(n.Hugepages2M))
+		t.attr(hp+"surplus_hugepages", "0")
+		hp = d + "/hugepages/hugepages-1048576kB/"
+		t.attr(hp+"nr_hugepages", "0")
+		t.attr(hp+"free_hugepages", "0")
+		t.attr(hp+"surplus_hugepages", "0")
+	}
+	t.attr(nodeDir+"/online", ids.String())
+	t.attr(nodeDir+"/possible", ids.String())
+	t.attr(nodeDir+"/has_cpu", cpuset.Of(withCPU...).String())
+	t.attr(nodeDir+"/has_memory", cpuset.Of(withMem...).String())
+	t.attr(nodeDir+"/has_normal_memory", cpuset.Of(withMem...).String())
+}
+
+func kib(gib float64) uint64 { return uint64(gib * 1024 * 1024) }
+
+// nodeMeminfo is nodeN/meminfo in the kernel's layout (drivers/base/node.c).
+func nodeMeminfo(id int, n NUMANode) string {
+	total := kib(n.MemoryGiB)
+	huge := uint64(n.Hugepages2M) * 2048
+	free := (total - min(huge, total)) * 9 / 10
+	var b strings.Builder
+	line := func(k string, v uint64) { fmt.Fprintf(&b, "Node %d %-15s %8d kB\n", id, k+":", v) }
+	line("MemTotal", total)
+	line("MemFree", free)
+	line("MemUsed", total-free)
+	line("Active", 0)
+	line("Inactive", 0)
+	line("FilePages", 0)
+	line("Mapped", 0)
+	line("AnonPages", 0)
+	line("Shmem", 0)
+	line("KernelStack", 0)
+	line("PageTables", 0)
+	line("Slab", 0)
+	fmt.Fprintf(&b, "Node %d HugePages_Total: %5d\n", id, n.Hugepages2M)
+	fmt.Fprintf(&b, "Node %d HugePages_Free:  %5d\n", id, n.Hugepages2M)
+	fmt.Fprintf(&b, "Node %d HugePages_Surp:  %5d", id, 0)
+	return b.String()
+}
+
+func (b *builder) dmi() {
+	d := "sys/devices/virtual/dmi/id/"
+	m := b.s.DMI
+	b.t.attr(d+"sys_vendor", m.SysVendor)
+	b.t.attr(d+"product_name", m.ProductName)
+	b.t.attr(d+"chassis_asset_tag", m.ChassisAssetTag)
+	b.t.attr(d+"board_vendor", m.BoardVendor)
+	b.t.link("sys/class/dmi/id", "sys/devices/virtual/dmi/id")
+}
+
+func (b *builder) virtualNet() {
+	for _, name := range b.s.VirtualNetdevs {
+		d := "sys/devices/virtual/net/" + name
+		nd := Netdev{Name: name, Type: 1, MTU: 1500, Operstate: "down", Address: "02:42:00:00:00:01"}
+		if name == "lo" {
+			nd = Netdev{Name: name, Type: 772, MTU: 65536, Operstate: "unknown", Address: "00:00:00:00:00:00"}
+		}
+		b.netdevFiles(d, nd, "")
+		b.t.link("sys/class/net/"+name, d)
+	}
+}
+
+func (b *builder) proc() {
+	s, l, t := b.s, b.l, b.t
+	t.attr("proc/sys/kernel/hostname", cmpOr(s.Hostname, s.Name))
+	t.raw("proc/cpuinfo", []byte(b.cpuinfo()))
+	var total, hugeKB uint64
+	var huge int
+	for _, n := range s.NUMA.Nodes {
+		total += kib(n.MemoryGiB)
+		huge += n.Hugepages2M
+		hugeKB += uint64(n.Hugepages2M) * 2048
+	}
+	free := (total - min(total, hugeKB)) * 9 / 10
+	var m strings.Builder
+	kv := func(k string, v uint64) { fmt.Fprintf(&m, "%-15s %8d kB\n", k+":", v) }
+	kv("MemTotal", total)
+	kv("MemFree", free)
+	kv("MemAvailable", free)
+	kv("Buffers", 0)
+	kv("Cached", 0)
+	kv("SwapTotal", 0)
+	kv("SwapFree", 0)
+	fmt.Fprintf(&m, "HugePages_Total: %5d\nHugePages_Free:  %5d\nHugePages_Rsvd:      0\nHugePages_Surp:      0\n", huge, huge)
+	kv("Hugepagesize", 2048)
+	kv("Hugetlb", hugeKB)
+	t.raw("proc/meminfo", []byte(m.String()))
+
+	mems := cpuset.Of(l.nodeIDs...)
+	status := fmt.Sprintf("Name:\tgpuaffinity\nState:\tR (running)\nPid:\t1\nCpus_allowed:\t%s\nCpus_allowed_list:\t%s\nMems_allowed:\t%s\nMems_allowed_list:\t%s\n",
+		l.allowed.Mask(l.ncpu), l.allowed, mems.Mask(1024), mems)
+	t.raw("proc/self/status", []byte(status))
+	t.raw("proc/mounts", []byte("/dev/root / ext4 rw,relatime 0 0\nsysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0\nproc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (b *builder) cpuinfo() string {
+	s, l := b.s, b.l
+	c := s.CPU
+	var w strings.Builder
+	for _, n := range l.online.CPUs() {
+		if c.Arch == "aarch64" {
+			fmt.Fprintf(&w, "processor\t: %d\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs sb paca pacg dcpodp sve2 sveaes svepmull svebitperm svesha3 svesm4 flagm2 frint svei8mm svebf16 i8mm bf16 dgh bti\nCPU implementer\t: %s\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0x%03x\nCPU revision\t: 0\n\n",
+				n, cmpOr(c.Vendor, "0x41"), c.Model)
+			continue
+		}
+		fmt.Fprintf(&w, "processor\t: %d\nvendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\nmodel name\t: %s\nstepping\t: 8\nphysical id\t: %d\nsiblings\t: %d\ncore id\t\t: %d\ncpu cores\t: %d\napicid\t\t: %d\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx pdpe1gb rdtscp lm constant_tsc nonstop_tsc cpuid pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm abm avx2 avx512f\n\n",
+			n, cmpOr(c.Vendor, "GenuineIntel"), c.Family, c.Model, c.ModelName,
+			l.socketOf(s, n), c.CoresPerSocket*c.ThreadsPerCore, l.coreOf(s, n), c.CoresPerSocket, n)
+	}
+	return w.String()
+}
+
+// replay builds nvml.json from the GPUs' gpu blocks.
+func (b *builder) replay() nvml.ReplayFile {
+	n := b.s.NVML
+	rf := nvml.ReplayFile{
+		Version:           nvml.ReplayVersion,
+		Init:              n.Init,
+		DriverVersion:     nvml.Answer[string]{Value: n.DriverVersion},
+		NVMLVersion:       nvml.Answer[string]{Value: n.NVMLVersion},
+		CUDADriverVersion: nvml.Answer[int]{Value: n.CUDA},
+		DeviceCount:       nvml.Answer[int]{Value: len(b.gpus)},
+		Devices:           []nvml.ReplayDevice{},
+	}
+	gpus := slices.Clone(b.gpus)
+	slices.SortFunc(gpus, func(a, c gpuFn) int { return a.gpu.Index - c.gpu.Index })
+	busOf := map[int]string{}
+	for _, g := range gpus {
+		busOf[g.gpu.Index] = g.addr.nvmlBusID()
+	}
+	ns := nvml.Answer[int]{Return: "ERROR_NOT_SUPPORTED"}
+	for _, g := range gpus {
+		d := nvml.ReplayDevice{
+			PCI:  nvml.Answer[nvml.ReplayPCI]{Value: nvml.ReplayPCI{BusID: g.addr.nvmlBusID(), PCIDeviceID: g.pciID, PCISubsystemID: g.subID}},
+			UUID: nvml.Answer[string]{Value: cmpOr(g.gpu.UUID, fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", g.gpu.Index, g.pciID))},
+			Name: nvml.Answer[string]{Value: cmpOr(g.gpu.Name, "NVIDIA H100 80GB HBM3")},
+		}
+		minor := g.gpu.Index
+		if g.gpu.Minor != nil {
+			minor = *g.gpu.Minor
+		}
+		d.Minor = nvml.Answer[int]{Value: minor}
+		// GetNumaNodeId "only applies to platforms where the GPUs are NUMA
+		// nodes" (nvml.h): it answers with the GPU memory's node on
+		// coherent platforms and NOT_SUPPORTED on x86, as in the H200
+		// capture.
+		if g.gpu.MemoryNUMANode != nil {
+			d.NUMANode = nvml.Answer[int]{Value: *g.gpu.MemoryNUMANode}
+		} else {
+			d.NUMANode = ns
+		}
+		words := make([]uint64, (b.l.ncpu+63)/64)
+		for _, c := range g.local.CPUs() {
+			words[c/64] |= 1 << (c % 64)
+		}
+		d.CPUAffinity = nvml.Answer[[]uint64]{Value: words}
+		if g.hasLnk {
+			d.PCIeGen = nvml.Answer[int]{Value: speedGen(g.link.Speed)}
+			d.PCIeMaxGen = nvml.Answer[int]{Value: speedGen(g.link.MaxSpeed)}
+			d.PCIeWidth = nvml.Answer[int]{Value: g.link.Width}
+			d.PCIeMaxWidth = nvml.Answer[int]{Value: g.link.MaxWidth}
+		} else {
+			d.PCIeGen, d.PCIeMaxGen, d.PCIeWidth, d.PCIeMaxWidth = ns, ns, ns, ns
+		}
+		maxLinks := g.gpu.MaxLinks
+		if maxLinks == 0 {
+			maxLinks = 18
+		}
+		maxLinks = max(maxLinks, g.gpu.NVLinks.N)
+		version := g.gpu.NVLinkVersion
+		if version == 0 {
+			version = 4
+		}
+		d.NVLinks = make([]nvml.ReplayNVLink, 0, maxLinks)
+		for i := range maxLinks {
+			lk := nvml.ReplayNVLink{Link: i}
+			if g.gpu.NVLinks.NotSupported || i >= g.gpu.NVLinks.N {
+				lk.State = ns
+				lk.Version = ns
+				lk.Remote = nvml.Answer[nvml.ReplayPCI]{Return: "ERROR_NOT_SUPPORTED"}
+				lk.RemoteType = ns
+			} else {
+				lk.State = nvml.Answer[int]{Value: 1}
+				lk.Version = nvml.Answer[int]{Value: version}
+				if g.gpu.NVLinkRemote == "gpu" {
+					peer := g.gpu.NVLinkPeers[i]
+					lk.Remote = nvml.Answer[nvml.ReplayPCI]{Value: nvml.ReplayPCI{BusID: busOf[peer], PCIDeviceID: g.pciID, PCISubsystemID: g.subID}}
+					lk.RemoteType = nvml.Answer[int]{Value: 0}
+				} else {
+					// A fictitious NVSwitch per link%4 (HGX H100 has four).
+					lk.Remote = nvml.Answer[nvml.ReplayPCI]{Value: nvml.ReplayPCI{BusID: fmt.Sprintf("00000000:FF:%02X.0", i%4), PCIDeviceID: 0x22a310de}}
+					lk.RemoteType = nvml.Answer[int]{Value: 2}
+				}
+			}
+			d.NVLinks = append(d.NVLinks, lk)
+		}
+		rf.Devices = append(rf.Devices, d)
+	}
+	return rf
+}

@@ -1,0 +1,670 @@
+package fakesys
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Spec is one machine, as FORMAT.md describes it.
+type Spec struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Sources     []string `yaml:"sources"`
+	Hostname    string   `yaml:"hostname"`
+	DMI         DMI      `yaml:"dmi"`
+	CPU         CPU      `yaml:"cpu"`
+	NUMA        NUMA     `yaml:"numa"`
+	// PCI holds one entry per PCI root bus (sys/devices/pciDDDD:BB).
+	PCI []HostBridge `yaml:"pci"`
+	// VirtualNetdevs are written under sys/devices/virtual/net.
+	VirtualNetdevs []string `yaml:"virtual_netdevs"`
+	// NVML is the system part of nvml.json; nil means no nvml.json.
+	NVML   *NVML  `yaml:"nvml"`
+	Expect Expect `yaml:"expect"`
+}
+
+// DMI is sys/class/dmi/id.
+type DMI struct {
+	SysVendor       string `yaml:"sys_vendor"`
+	ProductName     string `yaml:"product_name"`
+	ChassisAssetTag string `yaml:"chassis_asset_tag"`
+	BoardVendor     string `yaml:"board_vendor"`
+}
+
+// CPU describes the logical CPUs. CPUs are numbered socket-major, core
+// next, and SMT siblings of CPU N are N + k*(sockets*cores_per_socket), as
+// on Intel and AMD servers.
+type CPU struct {
+	// Arch is "x86_64" (default) or "aarch64"; it picks the /proc/cpuinfo
+	// layout.
+	Arch           string `yaml:"arch"`
+	Vendor         string `yaml:"vendor"`     // vendor_id (x86) ; CPU implementer (arm, e.g. "0x41")
+	ModelName      string `yaml:"model_name"` // model name (x86)
+	Family         int    `yaml:"family"`
+	Model          int    `yaml:"model"` // x86 model; arm CPU part
+	Sockets        int    `yaml:"sockets"`
+	CoresPerSocket int    `yaml:"cores_per_socket"`
+	ThreadsPerCore int    `yaml:"threads_per_core"`
+	Offline        string `yaml:"offline"` // cpulist of offline CPUs
+	Allowed        string `yaml:"allowed"` // Cpus_allowed_list; default = online
+}
+
+// NUMA describes devices/system/node.
+type NUMA struct {
+	Nodes []NUMANode `yaml:"nodes"`
+	// Distances is the SLIT matrix in node order; default 10 on the
+	// diagonal and 21 elsewhere.
+	Distances [][]int `yaml:"distances"`
+}
+
+// NUMANode is one node. A node without socket and cpus has no CPUs
+// (Grace-Hopper GPU memory, CXL).
+type NUMANode struct {
+	ID     int    `yaml:"id"`
+	Socket *int   `yaml:"socket"`
+	CPUs   string `yaml:"cpus"` // explicit cpulist (SNC/NPS); default: an even share of the socket's cores
+	// MemoryGiB is MemTotal; 0 is allowed (a node without memory).
+	MemoryGiB float64 `yaml:"memory_gib"`
+	// Hugepages2M is nr_hugepages of hugepages-2048kB.
+	Hugepages2M int `yaml:"hugepages_2m"`
+}
+
+// HostBridge is one PCI root bus.
+type HostBridge struct {
+	HostBridge string `yaml:"host_bridge"` // "0000:15"
+	// NUMA is the numa_node of every device below; nil means -1.
+	NUMA    *int     `yaml:"numa"`
+	Devices []Device `yaml:"devices"`
+}
+
+// Kind values of Device.Kind.
+const (
+	KindBridge = "bridge"
+	KindGPU    = "gpu"
+	KindNIC    = "nic"
+	KindOther  = "other"
+)
+
+// Device is one PCI function. Empty fields take the defaults of its kind.
+type Device struct {
+	BDF             string `yaml:"bdf"`
+	Kind            string `yaml:"kind"`
+	Vendor          string `yaml:"vendor"`
+	Device          string `yaml:"device"`
+	Class           string `yaml:"class"`
+	SubsystemVendor string `yaml:"subsystem_vendor"`
+	SubsystemDevice string `yaml:"subsystem_device"`
+	Revision        string `yaml:"revision"`
+	// Driver is the driver link's name; "none" writes no driver link.
+	Driver string `yaml:"driver"`
+	Link   *Link  `yaml:"link"`
+	// NUMA overrides the host bridge's numa_node for this function (and
+	// its children).
+	NUMA *int `yaml:"numa"`
+	// Virtual marks an SR-IOV VF; PhysFn is its PF's bdf (physfn link).
+	Virtual  bool     `yaml:"virtual"`
+	PhysFn   string   `yaml:"physfn"`
+	Netdevs  []Netdev `yaml:"netdevs"`
+	RDMA     *RDMA    `yaml:"rdma"`
+	GPU      *GPU     `yaml:"gpu"`
+	Children []Device `yaml:"children"`
+}
+
+// Link is a PCIe link; max_* default to the current values.
+type Link struct {
+	Speed    string `yaml:"speed"` // "32.0 GT/s PCIe"
+	Width    int    `yaml:"width"`
+	MaxSpeed string `yaml:"max_speed"`
+	MaxWidth int    `yaml:"max_width"`
+}
+
+// Netdev is one network interface of a function (<fn>/net/<name>).
+type Netdev struct {
+	Name      string `yaml:"name"`
+	Address   string `yaml:"address"`   // default derived from the bdf
+	Operstate string `yaml:"operstate"` // default "up"
+	MTU       int    `yaml:"mtu"`       // default 1500 (4092 for type 32)
+	Speed     *int   `yaml:"speed"`     // Mb/s; default -1 (unknown)
+	Type      int    `yaml:"type"`      // ARPHRD: 1 Ethernet (default), 32 InfiniBand
+	Carrier   *int   `yaml:"carrier"`   // default 1 when up, else 0
+}
+
+// RDMA is one RDMA device of a function (<fn>/infiniband/<name>).
+type RDMA struct {
+	Name         string `yaml:"name"`
+	FwVer        string `yaml:"fw_ver"`
+	NodeGUID     string `yaml:"node_guid"`
+	SysImageGUID string `yaml:"sys_image_guid"`
+	NodeType     string `yaml:"node_type"` // default "1: CA"
+	HCAType      string `yaml:"hca_type"`  // default "MT4129" for mlx5
+	BoardID      string `yaml:"board_id"`
+	Ports        []Port `yaml:"ports"`
+}
+
+// Port is one RDMA port.
+type Port struct {
+	Port      int    `yaml:"port"`
+	State     string `yaml:"state"`      // default "4: ACTIVE"
+	PhysState string `yaml:"phys_state"` // default "5: LinkUp"
+	Rate      string `yaml:"rate"`       // "400 Gb/sec (4X NDR)"
+	LinkLayer string `yaml:"link_layer"` // InfiniBand (default), Ethernet, Unknown
+	LID       string `yaml:"lid"`
+	SMLID     string `yaml:"sm_lid"`
+	// Netdev is the port's netdev (RoCE); default the function's
+	// netdev number port-1.
+	Netdev string `yaml:"netdev"`
+	// GIDs are the populated GID entries; default for Ethernet: link-local
+	// v1 and v2 at 0 and 1; for InfiniBand: the port GID at 0.
+	GIDs []GID `yaml:"gids"`
+	// Counters overrides counters/<name> (all others read 0).
+	Counters map[string]uint64 `yaml:"counters"`
+}
+
+// GID is one GID table entry.
+type GID struct {
+	Index int    `yaml:"index"`
+	GID   string `yaml:"gid"`
+	Type  string `yaml:"type"` // "RoCE v2", "IB/RoCE v1"
+	Ndev  string `yaml:"ndev"`
+}
+
+// GPU is the NVML side of a GPU function.
+type GPU struct {
+	Index int    `yaml:"index"`
+	UUID  string `yaml:"uuid"`
+	Name  string `yaml:"name"`
+	Minor *int   `yaml:"minor"` // default index
+	// NVLinks is the number of active links, or "not-supported".
+	NVLinks NVLinkCount `yaml:"nvlinks"`
+	// NVLinkRemote is "nvswitch" (default when nvlinks > 0) or "gpu".
+	NVLinkRemote string `yaml:"nvlink_remote"`
+	// NVLinkPeers gives, for nvlink_remote gpu, the peer GPU index of
+	// each link 0..nvlinks-1.
+	NVLinkPeers []int `yaml:"nvlink_peers"`
+	// NVLinkVersion is GetNvLinkVersion (default 4, Hopper).
+	NVLinkVersion int `yaml:"nvlink_version"`
+	// MaxLinks is how many links NVML lists (default 18).
+	MaxLinks int `yaml:"max_links"`
+	// MemoryNUMANode is the NUMA node holding the GPU's memory on coherent
+	// platforms (Grace-Hopper): written to
+	// /proc/driver/nvidia/gpus/<bdf>/numa_status and answered by
+	// GetNumaNodeId.
+	MemoryNUMANode *int `yaml:"memory_numa_node"`
+}
+
+// NVLinkCount is a number of NVLinks, or NotSupported.
+type NVLinkCount struct {
+	N            int
+	NotSupported bool
+}
+
+// UnmarshalYAML reads an integer or the word "not-supported".
+func (c *NVLinkCount) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: nvlinks: want a number or not-supported", n.Line)
+	}
+	if n.Value == "not-supported" {
+		*c = NVLinkCount{NotSupported: true}
+		return nil
+	}
+	v, err := strconv.Atoi(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: nvlinks: %q is neither a count nor not-supported", n.Line, n.Value)
+	}
+	*c = NVLinkCount{N: v}
+	return nil
+}
+
+// NVML is the system part of nvml.json.
+type NVML struct {
+	DriverVersion string `yaml:"driver_version"`
+	NVMLVersion   string `yaml:"nvml_version"`
+	CUDA          int    `yaml:"cuda"`
+	// Init replays nvmlInit's failure, e.g. ERROR_LIBRARY_NOT_FOUND.
+	Init string `yaml:"init"`
+}
+
+// Expect is the hand-written expected result for a machine.
+type Expect struct {
+	Pairs []ExpectPair `yaml:"pairs"`
+	// GPUGPU is the class between every GPU pair ("NV18", "SYS", ...).
+	GPUGPU string `yaml:"gpu_gpu"`
+}
+
+// ExpectPair is one GPU's expected NICs.
+type ExpectPair struct {
+	GPU   int      `yaml:"gpu"`
+	NICs  []string `yaml:"nics"`
+	Class string   `yaml:"class"`
+	// Decided, when set, is the expected Pair.Decided.
+	Decided *bool  `yaml:"decided"`
+	Note    string `yaml:"note"`
+}
+
+// ErrSpec is wrapped by every spec validation error.
+var ErrSpec = errors.New("invalid machine spec")
+
+// Parse decodes one spec strictly (unknown fields are errors) and
+// validates it. name is used in errors only (a file name).
+func Parse(name string, data []byte) (Spec, error) {
+	var s Spec
+	if err := decodeStrict(data, &s); err != nil {
+		return Spec{}, fmt.Errorf("parse %s: %w", name, err)
+	}
+	if err := s.Validate(); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
+}
+
+// ParseExpect decodes a stand-alone expectation file ({expect: ...}).
+func ParseExpect(name string, data []byte) (Expect, error) {
+	var f struct {
+		Expect Expect `yaml:"expect"`
+	}
+	if err := decodeStrict(data, &f); err != nil {
+		return Expect{}, fmt.Errorf("parse %s: %w", name, err)
+	}
+	return f.Expect, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: empty document", ErrSpec)
+		}
+		return err
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: more than one YAML document", ErrSpec)
+	}
+	return nil
+}
+
+// specErr builds a validation error.
+func specErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrSpec, fmt.Sprintf(format, args...))
+}
+
+// Validate checks what Build relies on: PCI addresses, unique bus ids,
+// bus numbering under bridges, kinds, NUMA references, GPU indexes and
+// NVLink peers. It does no I/O.
+func (s *Spec) Validate() error {
+	if s.Name == "" {
+		return specErr("name is empty")
+	}
+	c := s.CPU
+	if c.Sockets <= 0 || c.CoresPerSocket <= 0 || c.ThreadsPerCore <= 0 {
+		return specErr("cpu: sockets, cores_per_socket and threads_per_core must be positive")
+	}
+	if c.Arch != "" && c.Arch != "x86_64" && c.Arch != "aarch64" {
+		return specErr("cpu.arch %q: want x86_64 or aarch64", c.Arch)
+	}
+	if _, err := s.layout(); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	usedBuses := map[int]*[256]bool{}
+	gpus := map[int]string{}
+	var gpuList []*GPU
+	for i := range s.PCI {
+		hb := &s.PCI[i]
+		dom, bus, err := parseRootBus(hb.HostBridge)
+		if err != nil {
+			return specErr("pci[%d]: %v", i, err)
+		}
+		if seen["root:"+hb.HostBridge] {
+			return specErr("host bridge %s listed twice", hb.HostBridge)
+		}
+		seen["root:"+hb.HostBridge] = true
+		if hb.NUMA != nil {
+			if err := s.checkNUMA(*hb.NUMA); err != nil {
+				return specErr("host bridge %s: %v", hb.HostBridge, err)
+			}
+		}
+		used := usedBuses[dom]
+		if used == nil {
+			used = new([256]bool)
+			usedBuses[dom] = used
+		}
+		if used[bus] {
+			return specErr("host bridge %s: bus %02x is already used in domain %04x", hb.HostBridge, bus, dom)
+		}
+		used[bus] = true
+		if err := s.validateLevel(hb.Devices, dom, bus, seen, gpus, &gpuList, used); err != nil {
+			return err
+		}
+	}
+	for _, g := range gpuList {
+		if g.NVLinks.NotSupported {
+			continue
+		}
+		switch g.NVLinkRemote {
+		case "", "nvswitch":
+		case "gpu":
+			if len(g.NVLinkPeers) != g.NVLinks.N {
+				return specErr("gpu %d: nvlink_peers has %d entries, nvlinks is %d", g.Index, len(g.NVLinkPeers), g.NVLinks.N)
+			}
+			for _, p := range g.NVLinkPeers {
+				if _, ok := gpus[p]; !ok || p == g.Index {
+					return specErr("gpu %d: nvlink peer %d is not another GPU of the spec", g.Index, p)
+				}
+			}
+		default:
+			return specErr("gpu %d: nvlink_remote %q: want nvswitch or gpu", g.Index, g.NVLinkRemote)
+		}
+		if g.NVLinks.N > max(g.MaxLinks, 18) {
+			return specErr("gpu %d: %d nvlinks exceed max_links", g.Index, g.NVLinks.N)
+		}
+	}
+	for i := range len(gpuList) {
+		if _, ok := gpus[i]; !ok {
+			return specErr("gpu indexes must be 0..%d; %d is missing", len(gpuList)-1, i)
+		}
+	}
+	return nil
+}
+
+func (s *Spec) checkNUMA(n int) error {
+	if n == -1 {
+		return nil
+	}
+	for _, nd := range s.NUMA.Nodes {
+		if nd.ID == n {
+			return nil
+		}
+	}
+	return fmt.Errorf("numa %d is not a node of the spec", n)
+}
+
+// validateLevel checks the devices sitting on one bus: all carry bus
+// number bus, every bus number is used once in the domain, and each
+// bridge's children sit on one bus above its own.
+func (s *Spec) validateLevel(devs []Device, dom, bus int, seen map[string]bool, gpus map[int]string, gpuList *[]*GPU, used *[256]bool) error {
+	for i := range devs {
+		d := &devs[i]
+		a, err := parseBDF(d.BDF)
+		if err != nil {
+			return specErr("device %q: %v", d.BDF, err)
+		}
+		if seen[a.String()] {
+			return specErr("duplicate bdf %s", a)
+		}
+		seen[a.String()] = true
+		if a.Domain != dom || a.Bus != bus {
+			return specErr("device %s sits on bus %04x:%02x but its bdf says %04x:%02x", a, dom, bus, a.Domain, a.Bus)
+		}
+		switch d.Kind {
+		case KindBridge, KindGPU, KindNIC, KindOther:
+		case "":
+			return specErr("device %s: kind is empty", a)
+		default:
+			return specErr("device %s: unknown kind %q", a, d.Kind)
+		}
+		if d.Kind == KindOther && d.Class == "" {
+			return specErr("device %s: kind other needs a class", a)
+		}
+		for _, f := range []struct{ name, v string }{{"vendor", d.Vendor}, {"device", d.Device}, {"class", d.Class}, {"subsystem_vendor", d.SubsystemVendor}, {"subsystem_device", d.SubsystemDevice}, {"revision", d.Revision}} {
+			if f.v != "" {
+				if _, err := parseHex(f.v); err != nil {
+					return specErr("device %s: %s: %v", a, f.name, err)
+				}
+			}
+		}
+		if d.Link != nil {
+			for _, sp := range []string{d.Link.Speed, d.Link.MaxSpeed} {
+				if sp != "" && speedGen(sp) == 0 {
+					return specErr("device %s: link speed %q: want e.g. \"32.0 GT/s PCIe\"", a, sp)
+				}
+			}
+		}
+		if d.NUMA != nil {
+			if err := s.checkNUMA(*d.NUMA); err != nil {
+				return specErr("device %s: %v", a, err)
+			}
+		}
+		if d.GPU != nil {
+			if d.Kind != KindGPU {
+				return specErr("device %s: gpu block on kind %s", a, d.Kind)
+			}
+			if other, ok := gpus[d.GPU.Index]; ok {
+				return specErr("gpu index %d used by %s and %s", d.GPU.Index, other, a)
+			}
+			gpus[d.GPU.Index] = a.String()
+			*gpuList = append(*gpuList, d.GPU)
+		}
+		if d.Virtual && d.PhysFn == "" {
+			return specErr("device %s: virtual needs physfn", a)
+		}
+		if d.PhysFn != "" {
+			if _, err := parseBDF(d.PhysFn); err != nil {
+				return specErr("device %s: physfn: %v", a, err)
+			}
+		}
+		if d.RDMA != nil {
+			if d.RDMA.Name == "" {
+				return specErr("device %s: rdma name is empty", a)
+			}
+			if seen["rdma:"+d.RDMA.Name] {
+				return specErr("rdma device %s listed twice", d.RDMA.Name)
+			}
+			seen["rdma:"+d.RDMA.Name] = true
+			ports := map[int]bool{}
+			for _, p := range d.RDMA.Ports {
+				if p.Port <= 0 || ports[p.Port] {
+					return specErr("rdma %s: bad or duplicate port %d", d.RDMA.Name, p.Port)
+				}
+				ports[p.Port] = true
+				for _, g := range p.GIDs {
+					if g.Index < 0 || g.Index > 255 {
+						return specErr("rdma %s port %d: gid index %d", d.RDMA.Name, p.Port, g.Index)
+					}
+				}
+			}
+		}
+		for _, n := range d.Netdevs {
+			if n.Name == "" || strings.ContainsAny(n.Name, "/ ") {
+				return specErr("device %s: bad netdev name %q", a, n.Name)
+			}
+			if seen["net:"+n.Name] {
+				return specErr("netdev %s listed twice", n.Name)
+			}
+			seen["net:"+n.Name] = true
+		}
+		if len(d.Children) > 0 {
+			if d.Kind != KindBridge {
+				return specErr("device %s: only bridges have children", a)
+			}
+			cbus := -1
+			for _, c := range d.Children {
+				ca, err := parseBDF(c.BDF)
+				if err != nil {
+					return specErr("device %q: %v", c.BDF, err)
+				}
+				if cbus == -1 {
+					cbus = ca.Bus
+				} else if ca.Bus != cbus {
+					return specErr("children of bridge %s sit on buses %02x and %02x; a bridge has one secondary bus", a, cbus, ca.Bus)
+				}
+			}
+			if cbus <= bus {
+				return specErr("bridge %s: child bus %02x must be above the bridge's bus %02x", a, cbus, bus)
+			}
+			if used[cbus] {
+				return specErr("bridge %s: bus %02x is already used in domain %04x", a, cbus, dom)
+			}
+			used[cbus] = true
+			if err := s.validateLevel(d.Children, dom, cbus, seen, gpus, gpuList, used); err != nil {
+				return err
+			}
+		}
+	}
+	// Sibling bridges route disjoint bus ranges [secondary, subordinate].
+	type span struct {
+		lo, hi int
+		who    string
+	}
+	var spans []span
+	for i := range devs {
+		if lo, hi, ok := busSpan(&devs[i]); ok {
+			for _, o := range spans {
+				if lo <= o.hi && o.lo <= hi {
+					return specErr("bridges %s and %s route overlapping buses %02x-%02x and %02x-%02x", o.who, devs[i].BDF, o.lo, o.hi, lo, hi)
+				}
+			}
+			spans = append(spans, span{lo, hi, devs[i].BDF})
+		}
+	}
+	return nil
+}
+
+// busSpan is a bridge's [secondary, subordinate] from its children; ok is
+// false for a bridge without children.
+func busSpan(d *Device) (lo, hi int, ok bool) {
+	if len(d.Children) == 0 {
+		return 0, 0, false
+	}
+	a, _ := parseBDF(d.Children[0].BDF)
+	lo, hi = a.Bus, a.Bus
+	for i := range d.Children {
+		if _, h, ok := busSpan(&d.Children[i]); ok {
+			hi = max(hi, h)
+		}
+	}
+	return lo, hi, true
+}
+
+// parseHex reads "0x10de".
+func parseHex(s string) (uint32, error) {
+	t := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
+	if t == s || t == "" {
+		return 0, fmt.Errorf("%q: want 0x-prefixed hex", s)
+	}
+	v, err := strconv.ParseUint(t, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", s, err)
+	}
+	return uint32(v), nil
+}
+
+// bdf is a parsed PCI address.
+type bdf struct{ Domain, Bus, Dev, Fn int }
+
+func (a bdf) String() string {
+	return fmt.Sprintf("%04x:%02x:%02x.%x", a.Domain, a.Bus, a.Dev, a.Fn)
+}
+
+// nvmlBusID is NVML's form, "00000000:1B:00.0".
+func (a bdf) nvmlBusID() string {
+	return fmt.Sprintf("%08X:%02X:%02X.%X", a.Domain, a.Bus, a.Dev, a.Fn)
+}
+
+func parseBDF(s string) (bdf, error) {
+	var a bdf
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return a, fmt.Errorf("bdf %q: want dddd:bb:dd.f", s)
+	}
+	devfn := strings.Split(parts[2], ".")
+	if len(devfn) != 2 {
+		return a, fmt.Errorf("bdf %q: want dddd:bb:dd.f", s)
+	}
+	fields := []struct {
+		s    string
+		max  uint64
+		dest *int
+	}{{parts[0], 0xffff, &a.Domain}, {parts[1], 0xff, &a.Bus}, {devfn[0], 0x1f, &a.Dev}, {devfn[1], 7, &a.Fn}}
+	for _, f := range fields {
+		v, err := strconv.ParseUint(f.s, 16, 32)
+		if err != nil || v > f.max || f.s == "" {
+			return a, fmt.Errorf("bdf %q: bad field %q", s, f.s)
+		}
+		*f.dest = int(v)
+	}
+	if a.String() != strings.ToLower(s) {
+		return a, fmt.Errorf("bdf %q: want the canonical form %s", s, a)
+	}
+	return a, nil
+}
+
+func parseRootBus(s string) (dom, bus int, err error) {
+	d, b, ok := strings.Cut(s, ":")
+	if !ok || len(d) != 4 || len(b) != 2 {
+		return 0, 0, fmt.Errorf("host_bridge %q: want dddd:bb", s)
+	}
+	dv, err1 := strconv.ParseUint(d, 16, 16)
+	bv, err2 := strconv.ParseUint(b, 16, 8)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("host_bridge %q: want dddd:bb", s)
+	}
+	return int(dv), int(bv), nil
+}
+
+// speedGen maps "32.0 GT/s PCIe" to its PCIe generation; 0 if unknown.
+func speedGen(s string) int {
+	f, _, _ := strings.Cut(strings.TrimSpace(s), " ")
+	switch f {
+	case "2.5":
+		return 1
+	case "5.0", "5":
+		return 2
+	case "8.0", "8":
+		return 3
+	case "16.0", "16":
+		return 4
+	case "32.0", "32":
+		return 5
+	case "64.0", "64":
+		return 6
+	}
+	return 0
+}
+
+// Function is one PCI function of a spec, flattened out of the tree.
+type Function struct {
+	BDF    string  // canonical lower-case bus id
+	Kind   string  // KindBridge, KindGPU, ...
+	NUMA   int     // the numa_node Build writes: the device's, else its host bridge's; -1 if none
+	Parent string  // the parent bridge's bus id; "" on a root bus
+	Device *Device // the spec entry
+}
+
+// Functions lists every PCI function of the spec in tree order (parents
+// before children). It does no I/O.
+func (s *Spec) Functions() []Function {
+	var out []Function
+	var walk func(devs []Device, numa int, parent string)
+	walk = func(devs []Device, numa int, parent string) {
+		for i := range devs {
+			d := &devs[i]
+			n := numa
+			if d.NUMA != nil {
+				n = *d.NUMA
+			}
+			a, err := parseBDF(d.BDF)
+			id := d.BDF
+			if err == nil {
+				id = a.String()
+			}
+			out = append(out, Function{BDF: id, Kind: d.Kind, NUMA: n, Parent: parent, Device: d})
+			walk(d.Children, n, id)
+		}
+	}
+	for _, hb := range s.PCI {
+		n := -1
+		if hb.NUMA != nil {
+			n = *hb.NUMA
+		}
+		walk(hb.Devices, n, "")
+	}
+	return out
+}
