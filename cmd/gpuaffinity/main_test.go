@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/snapshot"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// run executes the CLI in-process and returns stdout.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("gpuaffinity %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func TestVersion(t *testing.T) {
+	out := mustRun(t, "version")
+	if !strings.HasPrefix(out, "gpuaffinity dev (revision unknown, "+runtime.Version()) {
+		t.Errorf("version = %q", out)
+	}
+}
+
+func TestDemoList(t *testing.T) {
+	out := mustRun(t, "topo", "--demo", "list")
+	for _, want := range []string{"dgx-h100", "h200-vm", "aws-p4d", "aws-p5", "azure-nd-h100-v5", "gcp-a3-mega", "oci-bm-gpu-h100", "grace-hopper"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("--demo list lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoTable(t *testing.T) {
+	out := mustRun(t, "topo", "--demo", "dgx-h100")
+	for _, want := range []string{"GPU0", "NIC Legend:", "mlx5_0 (ibp24s0)", "Pairs:", "CPU Affinity", "NV18"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoJSONAndPins(t *testing.T) {
+	var n topology.Node
+	if err := json.Unmarshal([]byte(mustRun(t, "topo", "--demo", "dgx-h100", "-o", "json")), &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Schema != topology.Schema || len(n.GPUs) != 8 || n.Pairs[0].NICs[0] != "mlx5_0" {
+		t.Fatalf("schema %q, %d GPUs, pair %+v", n.Schema, len(n.GPUs), n.Pairs[0])
+	}
+	// --exclude-nics by netdev name moves GPU 0 off its PIX NIC.
+	if err := json.Unmarshal([]byte(mustRun(t, "topo", "--demo", "dgx-h100", "-o", "json", "--exclude-nics", "ibp24s0")), &n); err != nil {
+		t.Fatal(err)
+	}
+	if slices := n.Pairs[0].NICs; len(slices) == 0 || slices[0] == "mlx5_0" || n.Pairs[0].Class == topology.ClassPIX {
+		t.Errorf("after --exclude-nics: %+v", n.Pairs[0])
+	}
+}
+
+func TestDotAcceptedByGraphviz(t *testing.T) {
+	if _, err := exec.LookPath("dot"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("dot missing in CI (Debian graphviz; make test installs it)")
+		}
+		t.Skip("dot not installed (Debian package graphviz)")
+	}
+	out := mustRun(t, "topo", "--demo", "dgx-h100", "-o", "dot")
+	cmd := exec.Command("dot", "-Tsvg")
+	cmd.Stdin = strings.NewReader(out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	svg, err := cmd.Output()
+	if err != nil || !bytes.Contains(svg, []byte("<svg")) || stderr.Len() > 0 {
+		t.Fatalf("dot -Tsvg: %v\n%s", err, stderr.String())
+	}
+	if m := mustRun(t, "topo", "--demo", "dgx-h100", "-o", "mermaid"); !strings.Contains(m, "\nflowchart TB\n") {
+		t.Errorf("mermaid output starts %q", m[:min(40, len(m))])
+	}
+}
+
+// TestRootEnvAndSnapshot: GPUAFFINITY_ROOT selects the root; a snapshot
+// of it, read with --root, prints the same JSON.
+func TestRootEnvAndSnapshot(t *testing.T) {
+	root := fakesys.Root(t, "azure-nd-h100-v5")
+	t.Setenv("GPUAFFINITY_ROOT", root)
+	want := mustRun(t, "topo", "-o", "json")
+	if !strings.Contains(want, `"cloud": "azure"`) {
+		t.Fatalf("GPUAFFINITY_ROOT not used:\n%.400s", want)
+	}
+	snap := filepath.Join(t.TempDir(), "snap.tar.gz")
+	mustRun(t, "snapshot", "-o", snap)
+	dir := t.TempDir()
+	f, err := os.Open(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := snapshot.Extract(f, dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRun(t, "topo", "--root", dir, "-o", "json"); got != want {
+		t.Errorf("snapshot round trip differs")
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"topo", "-o", "yaml", "--demo", "dgx-h100"},
+		{"topo", "--demo", "nosuch"},
+		{"topo", "--demo", "dgx-h100", "--root", "/"},
+		{"--log-level", "loud", "version"},
+		{"snapshot"},
+		{"topo", "--root", "/nonexistent-root"},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("gpuaffinity %s: want an error", strings.Join(args, " "))
+		}
+	}
+}
