@@ -251,26 +251,6 @@ func isGPU(d *pci.Device) bool {
 	return d.Vendor == 0x10de && (sub == 0x0300 || sub == 0x0302)
 }
 
-// pcieGen maps a sysfs link speed to a PCIe generation (0 = unknown).
-func pcieGen(speed string) int {
-	f, _, _ := strings.Cut(speed, " ")
-	switch f {
-	case "2.5":
-		return 1
-	case "5.0", "5":
-		return 2
-	case "8.0", "8":
-		return 3
-	case "16.0", "16":
-		return 4
-	case "32.0", "32":
-		return 5
-	case "64.0", "64":
-		return 6
-	}
-	return 0
-}
-
 // gpus builds the GPU list: PCI GPUs matched to NVML by bus id, in NVML
 // index order; GPUs NVML does not list follow in bus order.
 func gpus(devs []pci.Device, res nvml.Result, warn func(...error)) []topology.GPU {
@@ -298,8 +278,8 @@ func gpus(devs []pci.Device, res nvml.Result, warn func(...error)) []topology.GP
 		g := topology.GPU{
 			BusID: bus, Vendor: fmt.Sprintf("0x%04x", d.Vendor), Device: fmt.Sprintf("0x%04x", d.DeviceID),
 			NUMANode: d.NUMANode, LocalCPUs: d.LocalCPUs, NVLinks: []topology.NVLink{},
-			PCIe: topology.PCIe{Gen: pcieGen(d.CurrentLinkSpeed), Width: d.CurrentLinkWidth,
-				MaxGen: pcieGen(d.MaxLinkSpeed), MaxWidth: d.MaxLinkWidth},
+			PCIe: topology.PCIe{Gen: pci.Gen(d.CurrentLinkSpeed), Width: d.CurrentLinkWidth,
+				MaxGen: pci.Gen(d.MaxLinkSpeed), MaxWidth: d.MaxLinkWidth},
 		}
 		ng, listed := byBus[bus]
 		switch {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,7 +65,7 @@ func TestMachines(t *testing.T) {
 				for _, p := range n.GPUPaths {
 					got := p.Class.String()
 					if p.NVLinks > 0 {
-						got = "NV" + itoa(p.NVLinks)
+						got = "NV" + strconv.Itoa(p.NVLinks)
 					}
 					if got != want.GPUGPU {
 						t.Errorf("GPU%d-GPU%d: %s, want %s", p.A, p.B, got, want.GPUGPU)
@@ -87,14 +88,6 @@ func TestMachines(t *testing.T) {
 			}
 		})
 	}
-}
-
-func itoa(i int) string {
-	b := []byte{}
-	for ; i > 0 || len(b) == 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
-	}
-	return string(b)
 }
 
 // TestHwlocAgrees runs hwloc (HWLOC_FSROOT) on every fixture root and

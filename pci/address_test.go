@@ -47,3 +47,11 @@ func FuzzParseAddress(f *testing.F) {
 		}
 	})
 }
+
+func TestGen(t *testing.T) {
+	for in, want := range map[string]int{"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4, "32.0 GT/s PCIe": 5, "64.0 GT/s PCIe": 6, "Unknown": 0} {
+		if got := Gen(in); got != want {
+			t.Errorf("Gen(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -276,3 +276,25 @@ func ResolveAddress(root, link string) (addr Address, rel string, ok bool, err e
 	}
 	return addr, rel, false, nil
 }
+
+// Gen maps a link speed as sysfs writes it ("32.0 GT/s PCIe", "8.0 GT/s",
+// "2.5 GT/s PCIe") to its PCIe generation; 0 when unknown ("Unknown",
+// empty, garbage).
+func Gen(speed string) int {
+	f, _, _ := strings.Cut(strings.TrimSpace(speed), " ")
+	switch f {
+	case "2.5":
+		return 1
+	case "5.0", "5":
+		return 2
+	case "8.0", "8":
+		return 3
+	case "16.0", "16":
+		return 4
+	case "32.0", "32":
+		return 5
+	case "64.0", "64":
+		return 6
+	}
+	return 0
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // Build writes the fake root of spec into dir (created if missing; it
@@ -302,8 +303,8 @@ func (b *builder) replay() nvml.ReplayFile {
 		}
 		d.CPUAffinity = nvml.Answer[[]uint64]{Value: words}
 		if g.hasLnk {
-			d.PCIeGen = nvml.Answer[int]{Value: speedGen(g.link.Speed)}
-			d.PCIeMaxGen = nvml.Answer[int]{Value: speedGen(g.link.MaxSpeed)}
+			d.PCIeGen = nvml.Answer[int]{Value: pci.Gen(g.link.Speed)}
+			d.PCIeMaxGen = nvml.Answer[int]{Value: pci.Gen(g.link.MaxSpeed)}
 			d.PCIeWidth = nvml.Answer[int]{Value: g.link.Width}
 			d.PCIeMaxWidth = nvml.Answer[int]{Value: g.link.MaxWidth}
 		} else {

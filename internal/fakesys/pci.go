@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // PCIe device/port types (PCIe capability register bits 7:4).
@@ -462,7 +464,7 @@ func configSpace(f cfgFields) []byte {
 	}
 	le.PutUint16(c[0x42:], caps)
 	if f.link != nil {
-		mg, cg := speedGen(f.link.MaxSpeed), speedGen(f.link.Speed)
+		mg, cg := pci.Gen(f.link.MaxSpeed), pci.Gen(f.link.Speed)
 		le.PutUint32(c[0x4c:], uint32(mg)|uint32(f.link.MaxWidth)<<4) // link capabilities
 		le.PutUint16(c[0x52:], uint16(cg)|uint16(f.link.Width)<<4)    // link status
 		le.PutUint32(c[0x6c:], uint32(1<<mg-1)<<1)                    // link capabilities 2: supported speeds

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // Spec is one machine, as FORMAT.md describes it.
@@ -422,7 +424,7 @@ func (s *Spec) validateLevel(devs []Device, dom, bus int, seen map[string]bool, 
 		}
 		if d.Link != nil {
 			for _, sp := range []string{d.Link.Speed, d.Link.MaxSpeed} {
-				if sp != "" && speedGen(sp) == 0 {
+				if sp != "" && pci.Gen(sp) == 0 {
 					return specErr("device %s: link speed %q: want e.g. \"32.0 GT/s PCIe\"", a, sp)
 				}
 			}
@@ -607,26 +609,6 @@ func parseRootBus(s string) (dom, bus int, err error) {
 		return 0, 0, fmt.Errorf("host_bridge %q: want dddd:bb", s)
 	}
 	return int(dv), int(bv), nil
-}
-
-// speedGen maps "32.0 GT/s PCIe" to its PCIe generation; 0 if unknown.
-func speedGen(s string) int {
-	f, _, _ := strings.Cut(strings.TrimSpace(s), " ")
-	switch f {
-	case "2.5":
-		return 1
-	case "5.0", "5":
-		return 2
-	case "8.0", "8":
-		return 3
-	case "16.0", "16":
-		return 4
-	case "32.0", "32":
-		return 5
-	case "64.0", "64":
-		return 6
-	}
-	return 0
 }
 
 // Function is one PCI function of a spec, flattened out of the tree.

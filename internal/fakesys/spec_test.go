@@ -130,11 +130,3 @@ func TestMachines(t *testing.T) {
 		}
 	}
 }
-
-func TestSpeedGen(t *testing.T) {
-	for in, want := range map[string]int{"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4, "32.0 GT/s PCIe": 5, "64.0 GT/s PCIe": 6, "Unknown": 0} {
-		if got := speedGen(in); got != want {
-			t.Errorf("speedGen(%q) = %d, want %d", in, got, want)
-		}
-	}
-}
