@@ -7,8 +7,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
@@ -63,11 +66,22 @@ func (f FS) Devices() (devs []Device, errs []error, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("list PCI devices: %w", err)
 	}
-	for _, e := range entries {
-		d, derrs := f.device(dir, e.Name())
-		errs = append(errs, derrs...)
-		if d != nil {
-			devs = append(devs, *d)
+	// Each function is a dozen small reads; on a host with hundreds of
+	// functions the reads are spread over a few goroutines. Results are
+	// gathered by position, so the output does not depend on scheduling.
+	type result struct {
+		d    *Device
+		errs []error
+	}
+	results := make([]result, len(entries))
+	parallel(len(entries), func(i int) {
+		d, derrs := f.device(dir, entries[i].Name())
+		results[i] = result{d, derrs}
+	})
+	for _, r := range results {
+		errs = append(errs, r.errs...)
+		if r.d != nil {
+			devs = append(devs, *r.d)
 		}
 	}
 	slices.SortFunc(devs, func(a, b Device) int {
@@ -297,4 +311,30 @@ func Gen(speed string) int {
 		return 6
 	}
 	return 0
+}
+
+// parallel calls fn(0..n-1) on up to GOMAXPROCS goroutines and returns
+// when all calls have.
+func parallel(n int, fn func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0), 8)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
