@@ -50,24 +50,8 @@ type GID struct {
 
 // Devices reads every RDMA device, sorted by name. A root without
 // class/infiniband has none (the RDMA core is not loaded): no error.
-func Devices(root string) (devs []Device, errs []error) {
-	dir := filepath.Join(root, "sys/class/infiniband")
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, []error{fmt.Errorf("list RDMA devices: %w", err)}
-	}
-	for _, e := range entries {
-		d, derrs := readDevice(root, dir, e.Name())
-		errs = append(errs, derrs...)
-		if d != nil {
-			devs = append(devs, *d)
-		}
-	}
-	slices.SortFunc(devs, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
-	return devs, errs
+func Devices(root string) ([]Device, []error) {
+	return readClass(root, "infiniband", "RDMA devices", readDevice)
 }
 
 func readDevice(root, classDir, name string) (*Device, []error) {

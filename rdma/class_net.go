@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 	"github.com/gpuaffinity/gpuaffinity/pci"
@@ -28,24 +26,8 @@ type Netdev struct {
 }
 
 // Netdevs reads every netdev, sorted by name.
-func Netdevs(root string) (nds []Netdev, errs []error) {
-	dir := filepath.Join(root, "sys/class/net")
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, []error{fmt.Errorf("list netdevs: %w", err)}
-	}
-	for _, e := range entries {
-		nd, nerrs := readNetdev(root, dir, e.Name())
-		errs = append(errs, nerrs...)
-		if nd != nil {
-			nds = append(nds, *nd)
-		}
-	}
-	slices.SortFunc(nds, func(a, b Netdev) int { return strings.Compare(a.Name, b.Name) })
-	return nds, errs
+func Netdevs(root string) ([]Netdev, []error) {
+	return readClass(root, "net", "netdevs", readNetdev)
 }
 
 func readNetdev(root, classDir, name string) (*Netdev, []error) {
