@@ -73,6 +73,8 @@ func Discover(opts Options) (topology.Node, error) {
 	if h, err := sysattr.String(filepath.Join(root, "proc/sys/kernel/hostname")); err == nil {
 		n.Hostname = h
 	}
+	n.DefaultRouteInterface, err = rdma.DefaultRouteInterface(root)
+	warn(err)
 
 	n.PCIDevices = pciDevices(devs)
 
@@ -125,7 +127,7 @@ func Discover(opts Options) (topology.Node, error) {
 func fillCPU(n *topology.Node, t numa.Topology) {
 	n.CPU = topology.CPUInfo{
 		Online: t.Online, Offline: t.Offline, Allowed: t.Allowed,
-		Vendor: t.Vendor, ModelName: t.Model, Family: t.FamilyID, Model: t.ModelID,
+		Arch: t.Arch, Vendor: t.Vendor, ModelName: t.Model, Family: t.FamilyID, Model: t.ModelID,
 	}
 	socketCPUs := map[int][]int{}
 	socketNodes := map[int][]int{}

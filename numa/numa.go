@@ -41,6 +41,7 @@ type Topology struct {
 	Online   cpuset.Set
 	Offline  cpuset.Set
 	Allowed  cpuset.Set // Cpus_allowed_list; Online when unreadable
+	Arch     string     // "x86_64", "arm64", "ppc64" from cpuinfo's fields; "" unknown
 	Vendor   string     // cpuinfo vendor_id
 	Model    string     // cpuinfo model name
 	FamilyID int        // cpuinfo cpu family
@@ -274,7 +275,13 @@ func (t *Topology) readCPUInfo(path string) error {
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		switch k {
 		case "vendor_id":
-			t.Vendor = v
+			t.Vendor, t.Arch = v, "x86_64"
+		case "CPU implementer", "CPU architecture":
+			t.Arch = "arm64"
+		case "cpu":
+			if strings.HasPrefix(v, "POWER") {
+				t.Arch = "ppc64"
+			}
 		case "model name":
 			t.Model = v
 		case "cpu family":

@@ -19,6 +19,14 @@ type Node struct {
 	GPUs []GPU `json:"gpus"`
 	// NICs are sorted by bus id, then name.
 	NICs []NIC `json:"nics"`
+	// DefaultRouteInterface is the interface holding the IPv4 default
+	// route (<root>/proc/net/route); "" when the root has no route table
+	// (fixtures, snapshots without one).
+	DefaultRouteInterface string `json:"default_route_interface,omitempty"`
+	// TopoFile is the vendor NCCL topology file applied with --topo-file
+	// ("" when none); the devices it placed are in TopoFileDevices.
+	TopoFile        string   `json:"topo_file,omitempty"`
+	TopoFileDevices []string `json:"topo_file_devices,omitempty"`
 	// NVML says what the NVML source answered as a whole.
 	NVML NVMLInfo `json:"nvml"`
 	// Paths holds one entry per GPU×NIC pair, GPU-major.
@@ -60,7 +68,10 @@ type CPUInfo struct {
 	Allowed cpuset.Set `json:"allowed"`
 	Sockets []Socket   `json:"sockets"`
 	// Cores are the physical cores, sorted by their first CPU.
-	Cores     []Core `json:"cores"`
+	Cores []Core `json:"cores"`
+	// Arch is the CPU architecture as NCCL names it: "x86_64", "arm64",
+	// "ppc64" (from the fields /proc/cpuinfo has); "" when unknown.
+	Arch      string `json:"arch,omitempty"`
 	Vendor    string `json:"vendor,omitempty"`     // /proc/cpuinfo vendor_id
 	ModelName string `json:"model_name,omitempty"` // /proc/cpuinfo model name
 	Family    int    `json:"family,omitempty"`     // /proc/cpuinfo cpu family
