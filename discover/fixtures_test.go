@@ -72,6 +72,9 @@ func TestMachines(t *testing.T) {
 					}
 				}
 			}
+			if spec, err := fakesys.Machine(name); err == nil && n.DefaultRouteInterface != spec.DefaultRoute {
+				t.Errorf("default route interface %q, spec says %q", n.DefaultRouteInterface, spec.DefaultRoute)
+			}
 			// Never a non-compute NIC while a compute NIC exists.
 			compute := map[string]bool{}
 			for _, nic := range n.NICs {

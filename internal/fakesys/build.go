@@ -204,6 +204,15 @@ func (b *builder) virtualNet() {
 func (b *builder) proc() {
 	s, l, t := b.s, b.l, b.t
 	t.attr("proc/sys/kernel/hostname", cmpOr(s.Hostname, s.Name))
+	if s.DefaultRoute != "" {
+		// The kernel's format (net/ipv4/fib_trie.c fib_route_seq_show):
+		// a default route via 10.0.0.1 and the interface's own subnet.
+		t.raw("proc/net/route", []byte(fmt.Sprintf(
+			"%-127s\n%s\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0%-50s\n"+
+				"%s\t0000000A\t00000000\t0001\t0\t0\t100\t0000FFFF\t0\t0\t0%-50s\n",
+			"Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT",
+			s.DefaultRoute, "", s.DefaultRoute, "")))
+	}
 	t.raw("proc/cpuinfo", []byte(b.cpuinfo()))
 	var total, hugeKB uint64
 	var huge int

@@ -26,6 +26,9 @@ type Spec struct {
 	PCI []HostBridge `yaml:"pci"`
 	// VirtualNetdevs are written under sys/devices/virtual/net.
 	VirtualNetdevs []string `yaml:"virtual_netdevs"`
+	// DefaultRoute is the interface holding the IPv4 default route,
+	// written to proc/net/route; "" writes no route table.
+	DefaultRoute string `yaml:"default_route"`
 	// NVML is the system part of nvml.json; nil means no nvml.json.
 	NVML   *NVML  `yaml:"nvml"`
 	Expect Expect `yaml:"expect"`
