@@ -20,7 +20,8 @@ export CGO_CFLAGS  := -O2 -g -Wno-deprecated-declarations
 
 # Packages `go test -fuzz` runs briefly in `make test`: package:target.
 FUZZ := ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
-        ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex
+        ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
+        ./ncclxml:FuzzParse
 
 .PHONY: all build demo test deps lint vet fmt-check unit fuzz bench clean
 
@@ -35,7 +36,7 @@ demo: deps-build
 test: deps lint unit fuzz
 
 deps:
-	@scripts/install-deps.sh gcc hwloc graphviz
+	@scripts/install-deps.sh gcc hwloc graphviz dash zsh
 
 deps-build:
 	@scripts/install-deps.sh gcc

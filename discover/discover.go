@@ -34,6 +34,9 @@ type Options struct {
 	Netlink rdma.Netlink
 	// Roles pins NIC roles (--compute-nics, --exclude-nics).
 	Roles topology.RoleOptions
+	// TopoFile is a vendor NCCL topology file (--topo-file) taken as the
+	// authority for the PCIe placement of the devices it names.
+	TopoFile string
 }
 
 // IsLive reports whether root is the running host's own root.
@@ -119,6 +122,13 @@ func Discover(opts Options) (topology.Node, error) {
 	}
 	n.GPUs = gpus(devs, res, warn)
 
+	if opts.TopoFile != "" {
+		ws, err := applyTopoFile(&n, opts.TopoFile)
+		if err != nil {
+			return n, err
+		}
+		n.Warnings = append(n.Warnings, ws...)
+	}
 	topology.Link(&n, opts.Roles)
 	return n, nil
 }

@@ -12,6 +12,7 @@ import (
 // globals are the flags every command shares.
 type globals struct {
 	root     string
+	topoFile string
 	logLevel string
 	log      *slog.Logger
 }
@@ -45,7 +46,9 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	cmd.PersistentFlags().StringVar(&g.root, "root", root,
 		"filesystem root to read sys/ and proc/ (and nvml.json) under; env GPUAFFINITY_ROOT")
 	cmd.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g))
+	cmd.PersistentFlags().StringVar(&g.topoFile, "topo-file", "",
+		"a vendor NCCL topology file (Azure's, AWS's p4d file) taken as the authority for the PCIe placement of the devices it names")
+	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newEnvCmd(g))
 	return cmd
 }
 

@@ -30,7 +30,7 @@ func (f *nodeFlags) register(cmd *cobra.Command) {
 // discover runs discovery on the root, or on a demo machine built into a
 // temporary directory that is removed before returning.
 func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, error) {
-	opts := discover.Options{Root: g.root, Roles: topology.RoleOptions{
+	opts := discover.Options{Root: g.root, TopoFile: g.topoFile, Roles: topology.RoleOptions{
 		ComputeNICs: splitList(f.computeNICs), ExcludeNICs: splitList(f.excludeNICs)}}
 	if f.demo != "" {
 		if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/nccl"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// topoFileName is the file --write-topo writes in its directory.
+const topoFileName = "nccl-topo.xml"
+
+func newEnvCmd(g *globals) *cobra.Command {
+	var nf nodeFlags
+	var (
+		localRank int
+		output    string
+		allRanks  bool
+		writeTopo string
+	)
+	cmd := &cobra.Command{
+		Use:   "env",
+		Short: "Print the NCCL/UCX/libfabric environment for one local rank",
+		Long: `env prints the environment one local rank needs: the front-end interface
+for NCCL's sockets, the fabric variables of this node (InfiniBand/RoCE HCA
+list and GID index, AWS EFA, Google GPUDirect-TCPX(O)), and the rank's GPU,
+NICs, CPUs and NUMA node (GPUAFFINITY_*). Rules: docs/nccl-env.md.
+
+The local rank comes from --local-rank, else from LOCAL_RANK, SLURM_LOCALID,
+OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or PMI_LOCAL_RANK; its GPU is
+entry [rank] of CUDA_VISIBLE_DEVICES when that is set. Use it as
+
+  out=$(gpuaffinity env) || exit 1; eval "$out"
+
+(eval "$(gpuaffinity env)" would go on after a failure). On any error
+nothing is printed on stdout. Warnings go to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if allRanks && cmd.Flags().Changed("local-rank") {
+				return fmt.Errorf("--all-ranks and --local-rank exclude each other")
+			}
+			format := output
+			if allRanks && !cmd.Flags().Changed("output") {
+				format = "table"
+			}
+			switch {
+			case allRanks && format != "table" && format != "json":
+				return fmt.Errorf("-o %q with --all-ranks: want table or json", output)
+			case !allRanks && format != "sh" && format != "json" && format != "dotenv":
+				return fmt.Errorf("-o %q: want sh, json or dotenv", output)
+			}
+			n, err := nf.discover(cmd, g)
+			if err != nil {
+				return err
+			}
+			var warnings []string
+			defer func() {
+				for _, w := range warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "gpuaffinity: warning:", w)
+				}
+			}()
+
+			req := nccl.EnvRequest{TopoFile: n.TopoFile}
+			if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+				req.CUDAVisibleDevices = &v
+			}
+			if writeTopo != "" {
+				if nccl.PluginWritesTopology(n) {
+					warnings = append(warnings, "--write-topo: not written: on EFA nodes aws-ofi-nccl writes its own NCCL topology")
+				} else {
+					path, err := writeTopoFile(writeTopo, n)
+					if err != nil {
+						return err
+					}
+					req.TopoFile = path
+				}
+			}
+
+			var out bytes.Buffer
+			if allRanks {
+				envs, err := envAllRanks(n, req)
+				if err != nil {
+					return err
+				}
+				seen := map[string]bool{}
+				for _, e := range envs {
+					for _, w := range e.Warnings {
+						if !seen[w] {
+							seen[w] = true
+							warnings = append(warnings, w)
+						}
+					}
+				}
+				if format == "json" {
+					err = nccl.WriteJSONRanks(&out, envs)
+				} else {
+					err = nccl.WriteRanks(&out, n, envs)
+				}
+				if err != nil {
+					return err
+				}
+			} else {
+				if cmd.Flags().Changed("local-rank") {
+					req.Rank = &localRank
+				} else {
+					rank, source, err := nccl.LocalRankFromEnv(os.Getenv)
+					if err != nil {
+						return err
+					}
+					req.Rank = rank
+					if rank == nil {
+						warnings = append(warnings, "no local rank (--local-rank, LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK): node-level variables only")
+					} else {
+						g.log.Debug("local rank", "source", source, "rank", *rank)
+					}
+				}
+				e, err := nccl.BuildEnv(n, req)
+				if err != nil {
+					return err
+				}
+				warnings = append(warnings, e.Warnings...)
+				switch format {
+				case "json":
+					err = nccl.WriteJSON(&out, e)
+				case "dotenv":
+					err = nccl.WriteDotenv(&out, e.Vars)
+				default:
+					err = nccl.WriteSh(&out, e.Vars)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			_, err = cmd.OutOrStdout().Write(out.Bytes())
+			return err
+		},
+	}
+	nf.register(cmd)
+	cmd.Flags().IntVar(&localRank, "local-rank", 0, "local rank (default: from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK)")
+	cmd.Flags().StringVarP(&output, "output", "o", "sh", "output format: sh (export lines for eval), json, dotenv (systemd EnvironmentFile=, docker --env-file); with --all-ranks: table or json")
+	cmd.Flags().BoolVar(&allRanks, "all-ranks", false, "show every local rank (one per GPU, or per CUDA_VISIBLE_DEVICES entry)")
+	cmd.Flags().StringVar(&writeTopo, "write-topo", "", "write the NCCL topology XML to DIR/"+topoFileName+" and point NCCL_TOPO_FILE at it (not on EFA nodes)")
+	return cmd
+}
+
+// envAllRanks builds the env of every local rank: one per
+// CUDA_VISIBLE_DEVICES entry when it is set, else one per GPU.
+func envAllRanks(n topology.Node, req nccl.EnvRequest) ([]nccl.Env, error) {
+	count := len(n.GPUs)
+	if req.CUDAVisibleDevices != nil {
+		count = len(bytes.Split([]byte(*req.CUDAVisibleDevices), []byte(",")))
+	}
+	envs := make([]nccl.Env, 0, count)
+	for r := range count {
+		req.Rank = &r
+		e, err := nccl.BuildEnv(n, req)
+		if err != nil {
+			return nil, err
+		}
+		envs = append(envs, e)
+	}
+	return envs, nil
+}
+
+// writeTopoFile renders the topology XML into dir/nccl-topo.xml
+// atomically (temporary file in dir, fsync, rename: internal/atomicfile)
+// and returns the file's absolute path.
+func writeTopoFile(dir string, n topology.Node) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--write-topo: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := nccl.TopologyXML(&buf, n, nccl.XMLOptions{}); err != nil {
+		return "", fmt.Errorf("--write-topo: render the topology XML: %w", err)
+	}
+	path := filepath.Join(abs, topoFileName)
+	if err := atomicfile.Write(path, buf.Bytes(), 0o644); err != nil {
+		return "", fmt.Errorf("--write-topo: %w", err)
+	}
+	return path, nil
+}

@@ -1,0 +1,208 @@
+package discover
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/ncclxml"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// maxTopoFileSize bounds a vendor topology file (Azure's are ~3 KiB).
+const maxTopoFileSize = 4 << 20
+
+// applyTopoFile makes a vendor NCCL topology file (Azure's, AWS's p4d
+// file; NCCL_TOPO_FILE format) the authority for the PCIe placement of
+// the GPUs and NICs it names: each such device, and each switch above it
+// in the file, is re-parented as the file says (switches the VM hides,
+// such as Azure's ffff:ff:NN.0, become virtual PCI devices), so paths and
+// pairs follow the file. Devices the file does not name keep their sysfs
+// placement. It returns a warning for every disagreement between file
+// and sysfs and for every device only one of them has.
+func applyTopoFile(n *topology.Node, path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("topology file: %w", err)
+	}
+	if fi.Size() > maxTopoFileSize {
+		return nil, fmt.Errorf("topology file %s: %d bytes, more than %d", path, fi.Size(), maxTopoFileSize)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("topology file: %w", err)
+	}
+	root, err := ncclxml.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("topology file %s: %w", path, err)
+	}
+	if root.Name != "system" {
+		return nil, fmt.Errorf("topology file %s: root element is <%s>, want <system>", path, root.Name)
+	}
+
+	// Our GPU and NIC functions by the bus id NCCL names them with: GPUs
+	// by their own, NIC functions by the adapter's function-0 bus id.
+	byFileBus := map[string][]string{}
+	for _, g := range n.GPUs {
+		byFileBus[g.BusID] = append(byFileBus[g.BusID], g.BusID)
+	}
+	for _, nic := range n.NICs {
+		for _, b := range []string{nic.BusID, adapterBusID(nic.BusID)} {
+			if !slices.Contains(byFileBus[b], nic.BusID) {
+				byFileBus[b] = append(byFileBus[b], nic.BusID)
+			}
+		}
+	}
+	devs := map[string]*topology.PCIDevice{}
+	inSysfs := map[string]bool{}
+	for i := range n.PCIDevices {
+		devs[n.PCIDevices[i].BusID] = &n.PCIDevices[i]
+		inSysfs[n.PCIDevices[i].BusID] = true
+	}
+
+	var warnings []string
+	var added []*topology.PCIDevice
+	covered := map[string]bool{}
+	// place puts one function below parent ("" = directly below the cpu)
+	// in the file's tree of NUMA node numa.
+	place := func(busID, parent, hostBridge string, numa *int) {
+		d := devs[busID]
+		// A switch the VM hides (not in sysfs) is what the file is for;
+		// a different real parent is a disagreement.
+		if d.Parent != parent && (parent == "" || inSysfs[parent]) {
+			warnings = append(warnings, fmt.Sprintf("topology file %s: %s is below %s; sysfs says below %s", path, busID, orCPU(parent), orCPU(d.Parent)))
+		}
+		if numa != nil && d.NUMANode != nil && *numa != *d.NUMANode {
+			warnings = append(warnings, fmt.Sprintf("topology file %s: %s on NUMA node %d; sysfs says %d (keeping sysfs's)", path, busID, *numa, *d.NUMANode))
+		}
+		d.Parent, d.HostBridge = parent, hostBridge
+	}
+	var walk func(e *ncclxml.Element, parent, hostBridge string, numa *int) error
+	walk = func(e *ncclxml.Element, parent, hostBridge string, numa *int) error {
+		for _, c := range e.Children {
+			if c.Name != "pci" {
+				continue
+			}
+			bus := strings.ToLower(attr(c, "busid"))
+			if bus == "" {
+				return fmt.Errorf("topology file %s: <pci> without busid", path)
+			}
+			if ours := byFileBus[bus]; len(ours) > 0 {
+				for _, b := range ours {
+					place(b, parent, hostBridge, numa)
+					covered[b] = true
+				}
+				continue
+			}
+			if !hasPCIChild(c) {
+				if cls := attr(c, "class"); strings.HasPrefix(cls, "0x03") || strings.HasPrefix(cls, "0x02") {
+					warnings = append(warnings, fmt.Sprintf("topology file %s: lists %s (class %s), which this node does not have", path, bus, cls))
+				}
+				continue
+			}
+			// A switch: a real one is re-parented, a hidden one is added.
+			if d, ok := devs[bus]; ok {
+				place(bus, parent, hostBridge, numa)
+				d.Kind = topology.KindSwitchUpstream
+			} else {
+				nd := &topology.PCIDevice{
+					BusID: bus, Parent: parent, HostBridge: hostBridge, Kind: topology.KindSwitchUpstream,
+					Class: orDefault(attr(c, "class"), "0x060400"), Vendor: attr(c, "vendor"), Device: attr(c, "device"),
+					SubsystemVendor: attr(c, "subsystem_vendor"), SubsystemDevice: attr(c, "subsystem_device"),
+					NUMANode: numa, Link: topology.PCILink{Speed: attr(c, "link_speed"), Width: atoi(attr(c, "link_width")),
+						MaxSpeed: attr(c, "link_speed"), MaxWidth: atoi(attr(c, "link_width"))},
+				}
+				added = append(added, nd)
+				devs[bus] = nd
+			}
+			if err := walk(c, bus, hostBridge, numa); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, cpu := range root.Children {
+		if cpu.Name != "cpu" {
+			continue
+		}
+		id, err := strconv.Atoi(attr(cpu, "numaid"))
+		if err != nil {
+			return nil, fmt.Errorf("topology file %s: <cpu numaid=%q>: %w", path, attr(cpu, "numaid"), err)
+		}
+		var numa *int
+		if id >= 0 {
+			numa = &id
+		}
+		if err := walk(cpu, "", "topo-file:cpu"+strconv.Itoa(id), numa); err != nil {
+			return nil, err
+		}
+	}
+	if len(covered) == 0 {
+		return nil, fmt.Errorf("topology file %s names none of this node's GPUs or NICs", path)
+	}
+	for _, g := range n.GPUs {
+		if !covered[g.BusID] {
+			warnings = append(warnings, fmt.Sprintf("topology file %s does not name GPU %s; placed from sysfs", path, g.BusID))
+		}
+	}
+	for _, nic := range n.NICs {
+		if nic.Fabric.RDMA() && !covered[nic.BusID] {
+			warnings = append(warnings, fmt.Sprintf("topology file %s does not name NIC %s (%s); placed from sysfs", path, nic.Name, nic.BusID))
+		}
+	}
+	for _, d := range added {
+		n.PCIDevices = append(n.PCIDevices, *d)
+	}
+	slices.SortFunc(n.PCIDevices, func(a, b topology.PCIDevice) int { return strings.Compare(a.BusID, b.BusID) })
+	n.TopoFile = path
+	for b := range covered {
+		n.TopoFileDevices = append(n.TopoFileDevices, b)
+	}
+	slices.Sort(n.TopoFileDevices)
+	return warnings, nil
+}
+
+// adapterBusID is the bus id NCCL's IB plugin names a NIC function by:
+// function 0 and device 00 (NCCL_IB_MERGE_VFS=1), "0000:29:00.1" ->
+// "0000:29:00.0".
+func adapterBusID(bus string) string {
+	i := strings.LastIndexByte(bus, ':')
+	if i < 0 {
+		return bus
+	}
+	return bus[:i] + ":00.0"
+}
+
+func attr(e *ncclxml.Element, name string) string {
+	for _, a := range e.Attrs {
+		if a.Name == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func hasPCIChild(e *ncclxml.Element) bool {
+	return slices.ContainsFunc(e.Children, func(c *ncclxml.Element) bool { return c.Name == "pci" })
+}
+
+func orCPU(parent string) string {
+	if parent == "" {
+		return "the CPU"
+	}
+	return parent
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func atoi(s string) int {
+	v, _ := strconv.Atoi(strings.TrimSpace(s))
+	return v
+}

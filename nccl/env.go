@@ -1,0 +1,469 @@
+package nccl
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// EnvRequest says which local rank BuildEnv renders the environment for.
+type EnvRequest struct {
+	// Rank is the local rank; nil renders the node-level variables only.
+	Rank *int
+	// CUDAVisibleDevices is the launcher's CUDA_VISIBLE_DEVICES; nil when
+	// unset. Entry [Rank] names the rank's GPU.
+	CUDAVisibleDevices *string
+	// TopoFile is the path NCCL_TOPO_FILE gets: a vendor file in use or
+	// the XML gpuaffinity wrote; "" for none.
+	TopoFile string
+}
+
+// Var is one environment variable.
+type Var struct{ Name, Value string }
+
+// Env is the environment of one local rank (or of the node when Rank is
+// nil): node-level variables in the documented order (docs/nccl-env.md),
+// then the per-rank ones.
+type Env struct {
+	Rank     *int
+	GPU      *int // NVML index of the rank's GPU; nil without a rank
+	Vars     []Var
+	Warnings []string
+}
+
+// Get returns the value of the named variable and whether it is set.
+func (e Env) Get(name string) (string, bool) {
+	for _, v := range e.Vars {
+		if v.Name == name {
+			return v.Value, true
+		}
+	}
+	return "", false
+}
+
+// ErrRank is wrapped by BuildEnv when the rank cannot be mapped to a GPU.
+var ErrRank = errors.New("cannot map local rank to a GPU")
+
+// ErrMIG is wrapped when CUDA_VISIBLE_DEVICES names a MIG instance.
+var ErrMIG = errors.New("MIG devices are not supported yet")
+
+// efaRDMAFamilies are the instance families whose EFA does RDMA reads and
+// writes (FI_EFA_USE_DEVICE_RDMA=1 is valid there): aws-ofi-nccl's GDR
+// platforms (src/platform-aws.cpp) and the EFA documentation.
+var efaRDMAFamilies = []string{"p4d", "p4de", "p5", "p6", "trn"}
+
+// BuildEnv renders the environment of one local rank of node n. It does
+// no I/O. The rules are the table of docs/nccl-env.md.
+func BuildEnv(n topology.Node, req EnvRequest) (Env, error) {
+	b := &envBuilder{n: n, env: Env{Rank: req.Rank}}
+	var gpu *topology.GPU
+	if req.Rank != nil {
+		g, err := envRankGPU(n, *req.Rank, req.CUDAVisibleDevices)
+		if err != nil {
+			return Env{}, err
+		}
+		gpu = g
+		idx := g.Index
+		b.env.GPU = &idx
+	}
+	b.node(req)
+	if gpu != nil {
+		b.rank(*gpu)
+	}
+	return b.env, nil
+}
+
+// PluginWritesTopology reports whether the node's network plugin writes
+// NCCL's topology itself (aws-ofi-nccl on EFA nodes), so that neither
+// NCCL_TOPO_FILE nor a written XML should be given to it.
+func PluginWritesTopology(n topology.Node) bool {
+	return len(envComputeNICs(n, topology.FabricEFA)) > 0
+}
+
+type envBuilder struct {
+	n   topology.Node
+	env Env
+}
+
+func (b *envBuilder) set(name, value string) {
+	b.env.Vars = append(b.env.Vars, Var{Name: name, Value: value})
+}
+
+func (b *envBuilder) warn(format string, args ...any) {
+	b.env.Warnings = append(b.env.Warnings, fmt.Sprintf(format, args...))
+}
+
+// node adds the node-level variables in table order.
+func (b *envBuilder) node(req EnvRequest) {
+	n := b.n
+	b.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+
+	front := b.frontEnd()
+	if front != "" {
+		b.set("NCCL_SOCKET_IFNAME", "="+front)
+	}
+
+	ib := envComputeNICs(n, topology.FabricInfiniBand)
+	roce := envComputeNICs(n, topology.FabricRoCE)
+	efa := envComputeNICs(n, topology.FabricEFA)
+	gve := envGVNICs(n)
+	ibOrRoCE := envComputeNICs(n, topology.FabricInfiniBand, topology.FabricRoCE)
+
+	if len(ibOrRoCE) == 0 && len(efa) == 0 && len(gve) == 0 {
+		b.set("NCCL_IB_DISABLE", "1")
+		b.warn("no RDMA compute NIC and no GPUDirect-TCPX(O) NIC on this node: NCCL uses sockets over %s; this node cannot do GPUDirect RDMA",
+			envOr(front, "the front-end interface"))
+	}
+
+	if len(ibOrRoCE) > 0 {
+		var hca []string
+		for _, nic := range ibOrRoCE {
+			for _, p := range nic.Ports {
+				if p.StateID != 4 {
+					b.warn("NIC %s port %d is %s (state %d), not ACTIVE: left out of NCCL_IB_HCA", nic.Name, p.Port, envOr(p.State, "in an unknown state"), p.StateID)
+					continue
+				}
+				if !envListable(nic.Name, ",:") {
+					b.warn("RDMA device name %q contains ',' or ':', which NCCL_IB_HCA cannot express: left out", nic.Name)
+					continue
+				}
+				hca = append(hca, nic.Name+":"+strconv.Itoa(p.Port))
+			}
+		}
+		if len(hca) > 0 {
+			b.set("NCCL_IB_HCA", "="+strings.Join(hca, ","))
+		} else {
+			b.warn("no compute NIC has an ACTIVE port: NCCL_IB_HCA not set")
+		}
+	}
+
+	if len(roce) > 0 {
+		if idx, ok := b.gidIndex(roce); ok {
+			b.set("NCCL_IB_GID_INDEX", strconv.Itoa(idx))
+		}
+	}
+
+	if n.Platform.Cloud == topology.CloudAzure && len(ib) > 0 {
+		b.set("NCCL_IB_PCI_RELAXED_ORDERING", "1")
+		b.set("UCX_IB_PCI_RELAXED_ORDERING", "on")
+	}
+
+	if len(efa) > 0 {
+		b.set("FI_PROVIDER", "efa")
+		if envEFARDMA(n.Platform.InstanceType) {
+			b.set("FI_EFA_USE_DEVICE_RDMA", "1")
+		} else {
+			b.warn("instance type %q is not known to support EFA RDMA (p4d, p4de, p5*, p6*, trn*): FI_EFA_USE_DEVICE_RDMA not set",
+				n.Platform.InstanceType)
+		}
+	}
+
+	if len(gve) > 0 {
+		b.tcpx(front, gve)
+	}
+
+	if req.TopoFile != "" {
+		if len(efa) > 0 {
+			b.warn("NCCL_TOPO_FILE not set to %s: on EFA nodes aws-ofi-nccl writes its own topology", req.TopoFile)
+		} else {
+			b.set("NCCL_TOPO_FILE", req.TopoFile)
+		}
+	}
+}
+
+// frontEnd picks the interface for NCCL's bootstrap sockets: the default
+// route's interface, else the first non-compute NIC without RDMA that is
+// up, else the first non-compute NIC with a netdev.
+func (b *envBuilder) frontEnd() string {
+	n := b.n
+	if n.DefaultRouteInterface != "" {
+		return b.listable(n.DefaultRouteInterface)
+	}
+	for _, nic := range n.NICs {
+		if nic.Role == topology.RoleCompute || nic.RDMADevice != "" || nic.Fabric.RDMA() {
+			continue
+		}
+		for _, i := range nic.Interfaces {
+			if i.OperState == "up" {
+				return b.listable(i.Name)
+			}
+		}
+	}
+	for _, nic := range n.NICs {
+		if nic.Role != topology.RoleCompute && len(nic.Netdevs) > 0 {
+			name := b.listable(nic.Netdevs[0])
+			if name != "" {
+				b.warn("no default route and no non-RDMA interface that is up: NCCL_SOCKET_IFNAME guessed as %s (NIC %s)", name, nic.Name)
+			}
+			return name
+		}
+	}
+	b.warn("no front-end interface found (no default route, no non-compute NIC with a netdev): NCCL_SOCKET_IFNAME not set")
+	return ""
+}
+
+// listable returns name, or "" with a warning where NCCL's list syntax
+// cannot carry it.
+func (b *envBuilder) listable(name string) string {
+	if !envListable(name, ",") {
+		b.warn("interface name %q contains ',', which NCCL's interface lists cannot express: not used", name)
+		return ""
+	}
+	return name
+}
+
+// gidIndex finds the GID index that holds a RoCE v2, IPv4-mapped address
+// on every ACTIVE compute RoCE port (the lowest such index).
+func (b *envBuilder) gidIndex(nics []topology.NIC) (int, bool) {
+	var common []int
+	first := true
+	var lacking []string
+	for _, nic := range nics {
+		for _, p := range nic.Ports {
+			if p.StateID != 4 {
+				continue
+			}
+			var idx []int
+			for _, g := range p.GIDs {
+				if g.Type == "RoCE v2" && envIPv4Mapped(g.GID) {
+					idx = append(idx, g.Index)
+				}
+			}
+			if len(idx) == 0 {
+				lacking = append(lacking, fmt.Sprintf("%s:%d", nic.Name, p.Port))
+				continue
+			}
+			slices.Sort(idx)
+			if first {
+				common, first = idx, false
+				continue
+			}
+			common = slices.DeleteFunc(common, func(i int) bool { return !slices.Contains(idx, i) })
+		}
+	}
+	switch {
+	case len(lacking) > 0:
+		b.warn("RoCE port(s) %s have no RoCE v2 GID with an IPv4 address: NCCL_IB_GID_INDEX not set (NCCL picks one itself)", strings.Join(lacking, ", "))
+		return 0, false
+	case first:
+		return 0, false // no active RoCE port; NCCL_IB_HCA already warned
+	case len(common) == 0:
+		b.warn("the compute RoCE ports hold their RoCE v2 IPv4 GIDs at different indexes: NCCL_IB_GID_INDEX not set (NCCL picks one itself)")
+		return 0, false
+	}
+	return common[0], true
+}
+
+// tcpx adds Google's GPUDirect-TCPX (a3-highgpu-8g: one NIC per two GPUs)
+// or TCPXO (a3-megagpu-8g: one NIC per GPU) interface variables. Tuning
+// is left to Google's own profile.
+func (b *envBuilder) tcpx(front string, gve []topology.NIC) {
+	n := b.n
+	isGVE := map[string]bool{}
+	for _, nic := range gve {
+		isGVE[nic.Name] = true
+	}
+	var ifnames []string
+	for _, g := range n.GPUs {
+		for _, name := range envPairNICs(n, g.Index) {
+			nic, ok := envNIC(n, name)
+			if !ok || !isGVE[name] {
+				continue
+			}
+			for _, nd := range nic.Netdevs {
+				if !slices.Contains(ifnames, nd) && b.listable(nd) != "" {
+					ifnames = append(ifnames, nd)
+				}
+			}
+		}
+	}
+	it := n.Platform.InstanceType
+	var prefix, ifVar string
+	switch {
+	case strings.HasPrefix(it, "a3-megagpu"), it == "" && len(gve) >= len(n.GPUs):
+		prefix, ifVar = "NCCL_FASTRAK_CTRL_DEV", "NCCL_FASTRAK_IFNAME"
+	case strings.HasPrefix(it, "a3-highgpu"), it == "" && 2*len(gve) == len(n.GPUs):
+		prefix, ifVar = "NCCL_GPUDIRECTTCPX_CTRL_DEV", "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"
+	default:
+		b.warn("%d gVNIC data NICs for %d GPUs (instance type %q) match neither GPUDirect-TCPXO (one per GPU) nor TCPX (one per two GPUs): no plugin variables set",
+			len(gve), len(n.GPUs), it)
+		return
+	}
+	if front != "" {
+		b.set(prefix, front)
+	} else {
+		b.warn("%s not set: no front-end interface", prefix)
+	}
+	if len(ifnames) > 0 {
+		b.set(ifVar, strings.Join(ifnames, ","))
+	} else {
+		b.warn("%s not set: no GPU is paired with a gVNIC data NIC", ifVar)
+	}
+}
+
+// rank adds the per-rank variables of GPU g.
+func (b *envBuilder) rank(g topology.GPU) {
+	n := b.n
+	b.set("GPUAFFINITY_GPU", strconv.Itoa(g.Index))
+	nics := envPairNICs(n, g.Index)
+	b.set("GPUAFFINITY_NICS", strings.Join(nics, ","))
+
+	allowed := n.CPU.Allowed
+	cpus := g.LocalCPUs.Intersect(allowed)
+	if cpus.IsEmpty() {
+		cpus = g.NVMLCPUAffinity.Intersect(allowed)
+		switch {
+		case !cpus.IsEmpty():
+			b.warn("GPU %d: its local CPUs (%s) have none this process may use (%s): GPUAFFINITY_CPUS from NVML's affinity", g.Index, envCPUList(g.LocalCPUs), envCPUList(allowed))
+		default:
+			cpus = allowed
+			b.warn("GPU %d: neither its local CPUs (%s) nor NVML's affinity (%s) meet the allowed CPUs (%s): GPUAFFINITY_CPUS is every allowed CPU",
+				g.Index, envCPUList(g.LocalCPUs), envCPUList(g.NVMLCPUAffinity), envCPUList(allowed))
+		}
+	}
+	if !cpus.IsEmpty() {
+		b.set("GPUAFFINITY_CPUS", cpus.String())
+	} else {
+		b.warn("GPU %d: no allowed CPU known: GPUAFFINITY_CPUS not set", g.Index)
+	}
+
+	if numa, ok := b.gpuNUMA(g); ok {
+		b.set("GPUAFFINITY_NUMA", strconv.Itoa(numa))
+	}
+
+	var ucx []string
+	for _, name := range nics {
+		nic, ok := envNIC(n, name)
+		if !ok || (nic.Fabric != topology.FabricInfiniBand && nic.Fabric != topology.FabricRoCE) || nic.RDMADevice == "" {
+			continue
+		}
+		for _, p := range nic.Ports {
+			if p.StateID == 4 && envListable(nic.Name, ",:") {
+				ucx = append(ucx, nic.Name+":"+strconv.Itoa(p.Port))
+			}
+		}
+	}
+	if len(ucx) > 0 {
+		b.set("UCX_NET_DEVICES", strings.Join(ucx, ","))
+	} else if slices.ContainsFunc(nics, func(name string) bool {
+		nic, ok := envNIC(n, name)
+		return ok && (nic.Fabric == topology.FabricInfiniBand || nic.Fabric == topology.FabricRoCE)
+	}) {
+		b.warn("GPU %d: its NICs %s have no ACTIVE port: UCX_NET_DEVICES not set", g.Index, strings.Join(nics, ","))
+	}
+}
+
+// gpuNUMA is the GPU's NUMA node; where sysfs does not know it, the only
+// NUMA node with CPUs when there is exactly one.
+func (b *envBuilder) gpuNUMA(g topology.GPU) (int, bool) {
+	if g.NUMANode != nil {
+		return *g.NUMANode, true
+	}
+	var withCPUs []int
+	for _, nn := range b.n.NUMANodes {
+		if !nn.MemoryOnly() {
+			withCPUs = append(withCPUs, nn.ID)
+		}
+	}
+	if len(withCPUs) == 1 {
+		return withCPUs[0], true
+	}
+	b.warn("GPU %d: NUMA node unknown (numa_node -1) and %d NUMA nodes have CPUs: GPUAFFINITY_NUMA not set", g.Index, len(withCPUs))
+	return 0, false
+}
+
+// envComputeNICs returns the compute NICs of the given fabrics, in NIC
+// (bus) order.
+func envComputeNICs(n topology.Node, fabrics ...topology.Fabric) []topology.NIC {
+	var out []topology.NIC
+	for _, nic := range n.NICs {
+		if nic.Role == topology.RoleCompute && slices.Contains(fabrics, nic.Fabric) {
+			out = append(out, nic)
+		}
+	}
+	return out
+}
+
+// envGVNICs returns the compute NICs that are Google gVNICs (driver gve
+// or PCI id 1ae0:0042) without RDMA: GPUDirect-TCPX(O) data NICs.
+func envGVNICs(n topology.Node) []topology.NIC {
+	var out []topology.NIC
+	for _, nic := range envComputeNICs(n, topology.FabricEthernet) {
+		if nic.RDMADevice == "" && (nic.Driver == "gve" || (nic.Vendor == "0x1ae0" && nic.Device == "0x0042")) {
+			out = append(out, nic)
+		}
+	}
+	return out
+}
+
+func envEFARDMA(instanceType string) bool {
+	family, _, _ := strings.Cut(strings.ToLower(instanceType), ".")
+	for _, f := range efaRDMAFamilies {
+		switch f {
+		case "p4d", "p4de":
+			if family == f {
+				return true
+			}
+		default:
+			if strings.HasPrefix(family, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// envPairNICs returns the NICs paired with GPU index gpu.
+func envPairNICs(n topology.Node, gpu int) []string {
+	for _, p := range n.Pairs {
+		if p.GPU == gpu {
+			return p.NICs
+		}
+	}
+	return nil
+}
+
+func envNIC(n topology.Node, name string) (topology.NIC, bool) {
+	for _, nic := range n.NICs {
+		if nic.Name == name {
+			return nic, true
+		}
+	}
+	return topology.NIC{}, false
+}
+
+// envIPv4Mapped reports whether a GID ("0000:...:ffff:0a00:0001") holds an
+// IPv4-mapped IPv6 address other than 0.0.0.0.
+func envIPv4Mapped(gid string) bool {
+	a, err := netip.ParseAddr(gid)
+	if err != nil || !a.Is4In6() {
+		return false
+	}
+	return !a.Unmap().IsUnspecified()
+}
+
+// envListable reports whether name can stand in a comma list of NCCL's
+// (none of the separators in seps, not empty).
+func envListable(name, seps string) bool {
+	return name != "" && !strings.ContainsAny(name, seps)
+}
+
+func envOr(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+func envCPUList(s cpuset.Set) string {
+	if s.IsEmpty() {
+		return "none"
+	}
+	return s.String()
+}

@@ -1,0 +1,505 @@
+package nccl
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// envNodes caches each fixture's discovered Node as JSON (building a root
+// dominates test time); envTestNode hands out a private deep copy.
+var envNodes sync.Map // name -> func() ([]byte, error)
+
+func envTestNode(t *testing.T, name string) topology.Node {
+	t.Helper()
+	f, _ := envNodes.LoadOrStore(name, sync.OnceValues(func() ([]byte, error) {
+		dir, err := os.MkdirTemp("", "nccl-env-"+name+"-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if err := fakesys.BuildMachine(name, dir); err != nil {
+			return nil, err
+		}
+		n, err := discover.Discover(discover.Options{Root: dir})
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(n)
+	}))
+	data, err := f.(func() ([]byte, error))()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var n topology.Node
+	if err := json.Unmarshal(data, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func envIntp(i int) *int       { return &i }
+func envStrp(s string) *string { return &s }
+
+func envMustBuild(t *testing.T, n topology.Node, req EnvRequest) Env {
+	t.Helper()
+	e, err := BuildEnv(n, req)
+	if err != nil {
+		t.Fatalf("BuildEnv: %v", err)
+	}
+	return e
+}
+
+// envFixtures: the front end each spec names (default_route; "" where the
+// root has no route table) and the last local rank.
+var envFixtures = []struct {
+	name, route string
+	last        int
+	warnings    int // warnings of rank 0
+}{
+	{"aws-p4d", "ens32", 7, 0},
+	{"aws-p5", "enp71s0", 7, 0},
+	{"azure-nd-h100-v5", "eth0", 7, 0},
+	{"dgx-h100", "enp4s0f0", 7, 0},
+	{"gcp-a3-mega", "enp0s12", 7, 0},
+	{"grace-hopper", "", 0, 1},
+	{"h200-vm", "", 0, 1},
+	{"oci-bm-gpu-h100", "eth0", 7, 0},
+}
+
+// envExpected reads a hand-written expectation, dropping # comment lines.
+func envExpected(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata/env", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for line := range strings.Lines(string(data)) {
+		if !strings.HasPrefix(line, "#") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+func TestEnvFixtures(t *testing.T) {
+	var names []string
+	for _, f := range envFixtures {
+		names = append(names, f.name)
+	}
+	for _, m := range fakesys.Machines() {
+		if !slices.Contains(names, m) {
+			t.Errorf("fixture %s has no expected env output in testdata/env", m)
+		}
+	}
+	for _, f := range envFixtures {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			n := envTestNode(t, f.name)
+			if n.DefaultRouteInterface != f.route {
+				t.Fatalf("default route interface %q, the expectations assume %q (spec default_route)", n.DefaultRouteInterface, f.route)
+			}
+			for _, rank := range slices.Compact([]int{0, f.last}) {
+				e := envMustBuild(t, n, EnvRequest{Rank: envIntp(rank)})
+				var b bytes.Buffer
+				if err := WriteSh(&b, e.Vars); err != nil {
+					t.Fatal(err)
+				}
+				file := f.name + ".rank" + strconv.Itoa(rank) + ".sh"
+				if want := envExpected(t, file); b.String() != want {
+					t.Errorf("rank %d: got\n%s\nwant (testdata/env/%s)\n%s", rank, b.String(), file, want)
+				}
+				if e.GPU == nil || *e.GPU != rank || e.Rank == nil || *e.Rank != rank {
+					t.Errorf("rank %d: Env.Rank %v, Env.GPU %v", rank, e.Rank, e.GPU)
+				}
+				if rank == 0 && len(e.Warnings) != f.warnings {
+					t.Errorf("rank 0: %d warnings, want %d: %q", len(e.Warnings), f.warnings, e.Warnings)
+				}
+			}
+		})
+	}
+}
+
+func envMustGet(t *testing.T, e Env, name, want string) {
+	t.Helper()
+	got, ok := e.Get(name)
+	if !ok {
+		t.Errorf("%s not set; vars %v", name, e.Vars)
+	} else if got != want {
+		t.Errorf("%s = %q, want %q", name, got, want)
+	}
+}
+
+func envMustUnset(t *testing.T, e Env, name string) {
+	t.Helper()
+	if v, ok := e.Get(name); ok {
+		t.Errorf("%s = %q, want unset", name, v)
+	}
+}
+
+func envWarned(t *testing.T, e Env, substr string) {
+	t.Helper()
+	for _, w := range e.Warnings {
+		if strings.Contains(w, substr) {
+			return
+		}
+	}
+	t.Errorf("no warning containing %q in %q", substr, e.Warnings)
+}
+
+func TestEnvNodeLevelOnly(t *testing.T) {
+	n := envTestNode(t, "dgx-h100")
+	e := envMustBuild(t, n, EnvRequest{})
+	if e.Rank != nil || e.GPU != nil {
+		t.Errorf("rank %v gpu %v without a rank", e.Rank, e.GPU)
+	}
+	var names []string
+	for _, v := range e.Vars {
+		names = append(names, v.Name)
+	}
+	if want := []string{"CUDA_DEVICE_ORDER", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"}; !slices.Equal(names, want) {
+		t.Errorf("vars %v, want %v", names, want)
+	}
+}
+
+// TestEnvTopoFile: NCCL_TOPO_FILE everywhere but on EFA nodes.
+func TestEnvTopoFile(t *testing.T) {
+	for _, m := range []string{"azure-nd-h100-v5", "dgx-h100", "oci-bm-gpu-h100", "gcp-a3-mega", "h200-vm"} {
+		e := envMustBuild(t, envTestNode(t, m), EnvRequest{Rank: envIntp(0), TopoFile: "/run/gpuaffinity/nccl-topo.xml"})
+		envMustGet(t, e, "NCCL_TOPO_FILE", "/run/gpuaffinity/nccl-topo.xml")
+		// Node-level variables come before the per-rank ones.
+		if i := slices.IndexFunc(e.Vars, func(v Var) bool { return v.Name == "NCCL_TOPO_FILE" }); e.Vars[i+1].Name != "GPUAFFINITY_GPU" {
+			t.Errorf("%s: NCCL_TOPO_FILE is not the last node-level variable: %v", m, e.Vars)
+		}
+	}
+	for _, m := range []string{"aws-p4d", "aws-p5"} {
+		n := envTestNode(t, m)
+		e := envMustBuild(t, n, EnvRequest{Rank: envIntp(0), TopoFile: "/opt/x.xml"})
+		envMustUnset(t, e, "NCCL_TOPO_FILE")
+		envWarned(t, e, "aws-ofi-nccl writes its own topology")
+		if !PluginWritesTopology(n) {
+			t.Errorf("%s: PluginWritesTopology false", m)
+		}
+	}
+	if PluginWritesTopology(envTestNode(t, "azure-nd-h100-v5")) {
+		t.Error("azure: PluginWritesTopology true")
+	}
+}
+
+// TestEnvEFA: never NCCL_IB_HCA, FI_EFA_FORK_SAFE, RDMAV_*, UCX; no
+// FI_EFA_USE_DEVICE_RDMA on an instance type without EFA RDMA.
+func TestEnvEFA(t *testing.T) {
+	n := envTestNode(t, "aws-p5")
+	e := envMustBuild(t, n, EnvRequest{Rank: envIntp(3)})
+	for _, v := range e.Vars {
+		if v.Name == "NCCL_IB_HCA" || v.Name == "FI_EFA_FORK_SAFE" || strings.HasPrefix(v.Name, "RDMAV_") || strings.HasPrefix(v.Name, "UCX_") {
+			t.Errorf("EFA node sets %s", v.Name)
+		}
+	}
+	for _, it := range []string{"p5en.48xlarge", "p5e.48xlarge", "p6-b200.48xlarge", "trn1.32xlarge", "trn2.48xlarge", "p4de.24xlarge"} {
+		n.Platform.InstanceType = it
+		envMustGet(t, envMustBuild(t, n, EnvRequest{}), "FI_EFA_USE_DEVICE_RDMA", "1")
+	}
+	for _, it := range []string{"g5.48xlarge", "p4.24xlarge", ""} {
+		n.Platform.InstanceType = it
+		e := envMustBuild(t, n, EnvRequest{})
+		envMustGet(t, e, "FI_PROVIDER", "efa")
+		envMustUnset(t, e, "FI_EFA_USE_DEVICE_RDMA")
+		envWarned(t, e, "not known to support EFA RDMA")
+	}
+}
+
+// TestEnvInactivePort: a compute port not ACTIVE leaves NCCL_IB_HCA and
+// UCX_NET_DEVICES, with warnings.
+func TestEnvInactivePort(t *testing.T) {
+	n := envTestNode(t, "dgx-h100")
+	for i := range n.NICs {
+		if n.NICs[i].Name == "mlx5_3" {
+			n.NICs[i].Ports[0].StateID, n.NICs[i].Ports[0].State = 1, "DOWN"
+		}
+	}
+	e := envMustBuild(t, n, EnvRequest{Rank: envIntp(1)})
+	envMustGet(t, e, "NCCL_IB_HCA", "=mlx5_0:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_9:1,mlx5_10:1,mlx5_11:1")
+	envMustUnset(t, e, "UCX_NET_DEVICES")
+	envMustGet(t, e, "GPUAFFINITY_NICS", "mlx5_3")
+	envWarned(t, e, "mlx5_3 port 1 is DOWN")
+	envWarned(t, e, "UCX_NET_DEVICES not set")
+
+	for i := range n.NICs {
+		for j := range n.NICs[i].Ports {
+			n.NICs[i].Ports[j].StateID = 1
+		}
+	}
+	e = envMustBuild(t, n, EnvRequest{})
+	envMustUnset(t, e, "NCCL_IB_HCA")
+	envWarned(t, e, "no compute NIC has an ACTIVE port")
+}
+
+// TestEnvGIDIndex: the RoCE v2 IPv4 index must agree on every compute port.
+func TestEnvGIDIndex(t *testing.T) {
+	n := envTestNode(t, "oci-bm-gpu-h100")
+	envMustGet(t, envMustBuild(t, n, EnvRequest{}), "NCCL_IB_GID_INDEX", "3")
+
+	// One port holds its IPv4 v2 GID at 5 instead: disagreement.
+	moved := n
+	moved.NICs = slices.Clone(n.NICs)
+	for i := range moved.NICs {
+		if moved.NICs[i].Name == "mlx5_9" {
+			moved.NICs[i].Ports = slices.Clone(moved.NICs[i].Ports)
+			gids := slices.Clone(moved.NICs[i].Ports[0].GIDs)
+			for j := range gids {
+				if gids[j].Index == 3 {
+					gids[j].Index = 5
+				}
+			}
+			moved.NICs[i].Ports[0].GIDs = gids
+		}
+	}
+	e := envMustBuild(t, moved, EnvRequest{})
+	envMustUnset(t, e, "NCCL_IB_GID_INDEX")
+	envWarned(t, e, "different indexes")
+
+	// One port lacks an IPv4 address (only link-local GIDs).
+	for i := range n.NICs {
+		if n.NICs[i].Name == "mlx5_17" {
+			n.NICs[i].Ports[0].GIDs = n.NICs[i].Ports[0].GIDs[:2]
+		}
+	}
+	e = envMustBuild(t, n, EnvRequest{})
+	envMustUnset(t, e, "NCCL_IB_GID_INDEX")
+	envWarned(t, e, "mlx5_17:1 have no RoCE v2 GID")
+}
+
+// TestEnvFrontEnd: the fallbacks without a default route.
+func TestEnvFrontEnd(t *testing.T) {
+	n := envTestNode(t, "dgx-h100")
+	n.DefaultRouteInterface = ""
+	e := envMustBuild(t, n, EnvRequest{})
+	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enp4s0f0") // first non-RDMA NIC that is up
+	if len(e.Warnings) != 0 {
+		t.Errorf("warnings %q", e.Warnings)
+	}
+	for i := range n.NICs {
+		for j := range n.NICs[i].Interfaces {
+			if n.NICs[i].Interfaces[j].Name == "enp4s0f0" {
+				n.NICs[i].Interfaces[j].OperState = "down"
+			}
+		}
+	}
+	// Both X550 ports down: the first non-compute NIC with a netdev.
+	e = envMustBuild(t, n, EnvRequest{})
+	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enp4s0f0")
+	envWarned(t, e, "guessed as enp4s0f0")
+
+	// Azure without its route: the AN VF (an RDMA NIC) is the only candidate.
+	az := envTestNode(t, "azure-nd-h100-v5")
+	az.DefaultRouteInterface = ""
+	e = envMustBuild(t, az, EnvRequest{})
+	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enP53091s1np0")
+	envWarned(t, e, "mlx5_an0")
+
+	// Nothing at all: omitted with a warning (also TCPXO's CTRL_DEV).
+	g := envTestNode(t, "gcp-a3-mega")
+	g.DefaultRouteInterface = ""
+	g.NICs = slices.DeleteFunc(g.NICs, func(nic topology.NIC) bool { return nic.Role != topology.RoleCompute })
+	e = envMustBuild(t, g, EnvRequest{})
+	envMustUnset(t, e, "NCCL_SOCKET_IFNAME")
+	envMustUnset(t, e, "NCCL_FASTRAK_CTRL_DEV")
+	envMustGet(t, e, "NCCL_FASTRAK_IFNAME", "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0")
+	envWarned(t, e, "NCCL_SOCKET_IFNAME not set")
+
+	// A name NCCL's lists cannot carry.
+	n.DefaultRouteInterface = "a,b"
+	e = envMustBuild(t, n, EnvRequest{})
+	envMustUnset(t, e, "NCCL_SOCKET_IFNAME")
+	envWarned(t, e, "contains ','")
+}
+
+// TestEnvTCPX: a3-highgpu-8g (one gVNIC per two GPUs) gets the TCPX names.
+func TestEnvTCPX(t *testing.T) {
+	n := envTestNode(t, "gcp-a3-mega")
+	// Keep enp6s0, enp13s0, enp134s0, enp141s0 as the A3 High data NICs
+	// (one per switch, GPUs 2k and 2k+1 on it).
+	keep := []string{"enp6s0", "enp13s0", "enp134s0", "enp141s0"}
+	for i := range n.NICs {
+		if n.NICs[i].Role == topology.RoleCompute && !slices.Contains(keep, n.NICs[i].Name) {
+			n.NICs[i].Role = topology.RoleOther
+		}
+	}
+	for i := range n.Pairs {
+		n.Pairs[i].NICs = []string{keep[i/2]}
+	}
+	for _, it := range []string{"a3-highgpu-8g", ""} {
+		n.Platform.InstanceType = it
+		e := envMustBuild(t, n, EnvRequest{Rank: envIntp(3)})
+		envMustGet(t, e, "NCCL_GPUDIRECTTCPX_CTRL_DEV", "enp0s12")
+		envMustGet(t, e, "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "enp6s0,enp13s0,enp134s0,enp141s0")
+		envMustUnset(t, e, "NCCL_FASTRAK_IFNAME")
+		envMustUnset(t, e, "NCCL_IB_DISABLE")
+		envMustGet(t, e, "GPUAFFINITY_NICS", "enp13s0")
+		for _, v := range e.Vars {
+			if strings.Contains(v.Name, "CHUNKSIZE") || v.Name == "NCCL_PROTO" || v.Name == "NCCL_ALGO" {
+				t.Errorf("tuning variable %s set", v.Name)
+			}
+		}
+	}
+	// Three data NICs for eight GPUs: neither profile.
+	n.Platform.InstanceType = ""
+	n.NICs[slices.IndexFunc(n.NICs, func(nic topology.NIC) bool { return nic.Name == "enp141s0" })].Role = topology.RoleOther
+	e := envMustBuild(t, n, EnvRequest{})
+	envWarned(t, e, "match neither")
+}
+
+// TestEnvSocketOnly: no RDMA and no gVNIC compute NIC.
+func TestEnvSocketOnly(t *testing.T) {
+	e := envMustBuild(t, envTestNode(t, "h200-vm"), EnvRequest{Rank: envIntp(0)})
+	envMustGet(t, e, "NCCL_IB_DISABLE", "1")
+	envWarned(t, e, "cannot do GPUDirect RDMA")
+	envMustUnset(t, e, "NCCL_IB_HCA")
+	envMustUnset(t, e, "UCX_NET_DEVICES")
+}
+
+// TestEnvCPUsAndNUMA: the CPU fallbacks and NUMA of unknown GPUs.
+func TestEnvCPUsAndNUMA(t *testing.T) {
+	n := envTestNode(t, "dgx-h100")
+	// A cgroup limited to socket 1: GPU 0's local CPUs are not allowed.
+	n.CPU.Allowed = cpuset.Range(56, 111)
+	e := envMustBuild(t, n, EnvRequest{Rank: envIntp(0)})
+	envMustGet(t, e, "GPUAFFINITY_CPUS", "56-111")
+	envWarned(t, e, "GPUAFFINITY_CPUS is every allowed CPU")
+	e = envMustBuild(t, n, EnvRequest{Rank: envIntp(5)})
+	envMustGet(t, e, "GPUAFFINITY_CPUS", "56-111")
+	if len(e.Warnings) != 0 {
+		t.Errorf("warnings %q", e.Warnings)
+	}
+	// No local_cpulist: NVML's affinity.
+	n.CPU.Allowed = cpuset.Range(0, 223)
+	n.GPUs[2].LocalCPUs = cpuset.Set{}
+	e = envMustBuild(t, n, EnvRequest{Rank: envIntp(2)})
+	envMustGet(t, e, "GPUAFFINITY_CPUS", "0-55,112-167")
+	envWarned(t, e, "from NVML's affinity")
+	// NUMA unknown with two NUMA nodes with CPUs: omitted.
+	n.GPUs[2].NUMANode = nil
+	e = envMustBuild(t, n, EnvRequest{Rank: envIntp(2)})
+	envMustUnset(t, e, "GPUAFFINITY_NUMA")
+	envWarned(t, e, "GPUAFFINITY_NUMA not set")
+}
+
+func TestEnvRankMapping(t *testing.T) {
+	n := envTestNode(t, "dgx-h100")
+	for _, tc := range []struct {
+		rank int
+		cvd  *string
+		gpu  int
+	}{
+		{3, nil, 3},
+		{1, envStrp("3,2"), 2},
+		{0, envStrp(" 6 , 2"), 6},
+		{0, envStrp("GPU-dgxh100-0000-0000-0000-000000000005"), 5},
+	} {
+		e, err := BuildEnv(n, EnvRequest{Rank: envIntp(tc.rank), CUDAVisibleDevices: tc.cvd})
+		if err != nil {
+			t.Errorf("rank %d cvd %v: %v", tc.rank, tc.cvd, err)
+			continue
+		}
+		if *e.GPU != tc.gpu {
+			t.Errorf("rank %d cvd %v: GPU %d, want %d", tc.rank, tc.cvd, *e.GPU, tc.gpu)
+		}
+		envMustGet(t, e, "GPUAFFINITY_GPU", strconv.Itoa(tc.gpu))
+	}
+	// A unique UUID prefix, case-insensitive as CUDA compares.
+	e, err := BuildEnv(n, EnvRequest{Rank: envIntp(1), CUDAVisibleDevices: envStrp("0,GPU-DGXH100-0000-0000-0000-000000000007")})
+	if err != nil || *e.GPU != 7 {
+		t.Errorf("UUID prefix: %v, %v", e.GPU, err)
+	}
+
+	for _, tc := range []struct {
+		rank int
+		cvd  *string
+		want []string
+		is   error
+	}{
+		{8, nil, []string{"local rank 8", "8 GPU(s)"}, ErrRank},
+		{-1, nil, []string{"local rank -1"}, ErrRank},
+		{2, envStrp("0,1"), []string{"local rank 2", `"0,1"`, "2 entries"}, ErrRank},
+		{0, envStrp("9"), []string{"local rank 0", `"9"`, "GPU index 9"}, ErrRank},
+		{1, envStrp("0,9"), []string{"local rank 1", "GPU index 9"}, ErrRank},
+		{1, envStrp("9,0"), []string{"local rank 1", "entry 0", "CUDA then hides"}, ErrRank},
+		{0, envStrp(""), []string{"local rank 0", "empty"}, ErrRank},
+		{0, envStrp("GPU-ffff"), []string{"local rank 0", `"GPU-ffff"`}, ErrRank},
+		{0, envStrp("GPU-dgxh100"), []string{"local rank 0", "matches the UUIDs of GPU 0 and GPU 1"}, ErrRank},
+		{0, envStrp("MIG-4f8b6f5c-1111-2222-3333-444444444444"), []string{"local rank 0", "MIG-4f8b", "not supported"}, ErrMIG},
+		{0, envStrp("abc"), []string{"local rank 0", `"abc"`}, ErrRank},
+		{0, envStrp(",0"), []string{"local rank 0", "empty entry"}, ErrRank},
+	} {
+		_, err := BuildEnv(n, EnvRequest{Rank: envIntp(tc.rank), CUDAVisibleDevices: tc.cvd})
+		if err == nil {
+			t.Errorf("rank %d cvd %v: no error", tc.rank, tc.cvd)
+			continue
+		}
+		if !errors.Is(err, tc.is) {
+			t.Errorf("rank %d cvd %v: %v does not wrap %v", tc.rank, tc.cvd, err, tc.is)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("rank %d cvd %v: error %q lacks %q", tc.rank, tc.cvd, err, w)
+			}
+		}
+	}
+}
+
+func TestLocalRankFromEnv(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	for _, tc := range []struct {
+		env    func(string) string
+		rank   *int
+		source string
+		errs   []string
+	}{
+		{env(), nil, "", nil},
+		{env("LOCAL_RANK", "3"), envIntp(3), "LOCAL_RANK", nil},
+		{env("SLURM_LOCALID", "0", "OMPI_COMM_WORLD_LOCAL_RANK", "0"), envIntp(0), "SLURM_LOCALID", nil},
+		{env("PMI_LOCAL_RANK", "5"), envIntp(5), "PMI_LOCAL_RANK", nil},
+		{env("MPI_LOCALRANKID", "2", "PMI_LOCAL_RANK", ""), envIntp(2), "MPI_LOCALRANKID", nil},
+		{env("LOCAL_RANK", "1", "SLURM_LOCALID", "2"), nil, "", []string{"LOCAL_RANK=1", `SLURM_LOCALID="2"`, "disagree"}},
+		{env("LOCAL_RANK", "x"), nil, "", []string{`LOCAL_RANK="x"`}},
+		{env("LOCAL_RANK", "-1"), nil, "", []string{`LOCAL_RANK="-1"`}},
+		{env("LOCAL_RANK", "1", "PMI_LOCAL_RANK", "one"), nil, "", []string{`PMI_LOCAL_RANK="one"`}},
+	} {
+		rank, source, err := LocalRankFromEnv(tc.env)
+		if tc.errs != nil {
+			if err == nil || !errors.Is(err, ErrLocalRank) {
+				t.Errorf("want error %v, got %v", tc.errs, err)
+				continue
+			}
+			for _, w := range tc.errs {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			continue
+		}
+		if err != nil || source != tc.source || (rank == nil) != (tc.rank == nil) || (rank != nil && *rank != *tc.rank) {
+			t.Errorf("got %v %q %v, want %v %q", rank, source, err, tc.rank, tc.source)
+		}
+	}
+}

@@ -1,0 +1,11 @@
+# azure-nd-h100-v5, local rank 0. By hand: front end eth0 = synthetic hv_netvsc NIC (spec default_route; azhpc test launchers use NCCL_SOCKET_IFNAME=eth0); HCAs mlx5_ib0..7 port 1 in PCI order (azhpc install_azure_persistent_rdma_naming.sh); NCCL_IB_PCI_RELAXED_ORDERING=1 (azhpc ndv5.sh), UCX_IB_PCI_RELAXED_ORDERING=on (azhpc tests); mlx5_an0 is the AN VF, not compute; GPU 0 <-> mlx5_ib0 (ndv5-topo.xml); numa0 CPUs 0-47 (ndv5-topo.xml).
+export CUDA_DEVICE_ORDER='PCI_BUS_ID'
+export NCCL_SOCKET_IFNAME='=eth0'
+export NCCL_IB_HCA='=mlx5_ib0:1,mlx5_ib1:1,mlx5_ib2:1,mlx5_ib3:1,mlx5_ib4:1,mlx5_ib5:1,mlx5_ib6:1,mlx5_ib7:1'
+export NCCL_IB_PCI_RELAXED_ORDERING='1'
+export UCX_IB_PCI_RELAXED_ORDERING='on'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_NICS='mlx5_ib0'
+export GPUAFFINITY_CPUS='0-47'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_ib0:1'

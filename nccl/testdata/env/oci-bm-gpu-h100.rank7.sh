@@ -1,0 +1,10 @@
+# oci-bm-gpu-h100, local rank 7 (last). By hand: GPU 7 (d8:00.0) with the CX-7 at d5:00.x = mlx5_16,mlx5_17 (ocihpc H100-topology.xml); numa1 CPUs 56-111,168-223.
+export CUDA_DEVICE_ORDER='PCI_BUS_ID'
+export NCCL_SOCKET_IFNAME='=eth0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1,mlx5_10:1,mlx5_12:1,mlx5_13:1,mlx5_14:1,mlx5_15:1,mlx5_16:1,mlx5_17:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='7'
+export GPUAFFINITY_NICS='mlx5_16,mlx5_17'
+export GPUAFFINITY_CPUS='56-111,168-223'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='mlx5_16:1,mlx5_17:1'
