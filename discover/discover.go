@@ -122,11 +122,19 @@ func Discover(opts Options) (topology.Node, error) {
 	}
 	n.GPUs = gpus(devs, res, warn)
 
-	if opts.TopoFile != "" {
-		ws, err := applyTopoFile(&n, opts.TopoFile)
+	topoFile, hostPath := opts.TopoFile, opts.TopoFile
+	if topoFile == "" && n.Platform.Cloud == topology.CloudAzure {
+		hostPath = installedAzureTopoFile(root)
+		if hostPath != "" {
+			topoFile = filepath.Join(root, hostPath)
+		}
+	}
+	if topoFile != "" {
+		ws, err := applyTopoFile(&n, topoFile, hostPath)
 		if err != nil {
 			return n, err
 		}
+		n.TopoFile = hostPath
 		n.Warnings = append(n.Warnings, ws...)
 	}
 	topology.Link(&n, opts.Roles)

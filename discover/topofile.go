@@ -3,6 +3,7 @@ package discover
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,18 +20,20 @@ const maxTopoFileSize = 4 << 20
 // the GPUs and NICs it names: each such device, and each switch above it
 // in the file, is re-parented as the file says (switches the VM hides,
 // such as Azure's ffff:ff:NN.0, become virtual PCI devices), so paths and
-// pairs follow the file. Devices the file does not name keep their sysfs
+// pairs follow the file. diskPath is where the file is read, path how it
+// is named in messages (its path on the host, without --root). Devices
+// the file does not name keep their sysfs
 // placement. It returns a warning for every disagreement between file
 // and sysfs and for every device only one of them has.
-func applyTopoFile(n *topology.Node, path string) ([]string, error) {
-	fi, err := os.Stat(path)
+func applyTopoFile(n *topology.Node, diskPath, path string) ([]string, error) {
+	fi, err := os.Stat(diskPath)
 	if err != nil {
 		return nil, fmt.Errorf("topology file: %w", err)
 	}
 	if fi.Size() > maxTopoFileSize {
 		return nil, fmt.Errorf("topology file %s: %d bytes, more than %d", path, fi.Size(), maxTopoFileSize)
 	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(diskPath)
 	if err != nil {
 		return nil, fmt.Errorf("topology file: %w", err)
 	}
@@ -162,6 +165,27 @@ func applyTopoFile(n *topology.Node, path string) ([]string, error) {
 	}
 	slices.Sort(n.TopoFileDevices)
 	return warnings, nil
+}
+
+// azureTopoFiles are where Azure's HPC images install their NCCL
+// topology files (azhpc-images components/customizations/nd*.sh), newest
+// VM family first.
+var azureTopoFiles = []string{
+	"/opt/microsoft/ndv5/topo.xml",
+	"/opt/microsoft/ndv4/topo.xml",
+	"/opt/microsoft/ncv4/topo.xml",
+	"/opt/microsoft/ndv2/topo.xml",
+}
+
+// installedAzureTopoFile returns the path (as seen on the host) of the
+// first Azure topology file installed under root, or "".
+func installedAzureTopoFile(root string) string {
+	for _, p := range azureTopoFiles {
+		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }
 
 // adapterBusID is the bus id NCCL's IB plugin names a NIC function by:

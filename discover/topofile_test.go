@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -119,5 +120,24 @@ func TestTopoFileDisagreement(t *testing.T) {
 	}
 	if n.Pairs[0].Class == topology.ClassPIX {
 		t.Errorf("the file must win: pair %+v", n.Pairs[0])
+	}
+}
+
+// On Azure the file the HPC image installs is used without a flag, and
+// is what env points NCCL_TOPO_FILE at.
+func TestTopoFileAzureInstalled(t *testing.T) {
+	root := fakesys.Root(t, "azure-nd-h100-v5")
+	data, err := os.ReadFile(refFile(t, "azure-ndv5-topo.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "opt/microsoft/ndv5")
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "topo.xml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := discoverRoot(t, root)
+	if n.TopoFile != "/opt/microsoft/ndv5/topo.xml" || n.Pairs[5].Class != topology.ClassPIX || n.Pairs[5].NICs[0] != "mlx5_ib5" {
+		t.Errorf("topo file %q, pair %+v", n.TopoFile, n.Pairs[5])
 	}
 }

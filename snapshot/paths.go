@@ -117,6 +117,9 @@ var rules = []rule{
 	{scope: scopeRoot, pattern: "proc/mounts", action: copyFile, limit: procLimit, flat: true},
 	// discovery (node name in reports).
 	{scope: scopeRoot, pattern: "proc/sys/kernel/hostname", action: copyFile, flat: true, scrub: scrubHostname},
+	// Discovery: the NCCL topology files Azure's HPC images install, taken
+	// as the authority for PCIe placement on Azure.
+	{scope: scopeRoot, pattern: "opt/microsoft/*/topo.xml", action: copyFile, limit: procLimit, flat: true},
 	// Discovery (the front-end interface: the default route's). Addresses
 	// in it are IPs, which scrub does not touch (docs/snapshot.md).
 	{scope: scopeRoot, pattern: "proc/net/route", action: copyFile, limit: procLimit, flat: true},

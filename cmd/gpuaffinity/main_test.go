@@ -138,3 +138,32 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// On Azure, the topology file the HPC image installs decides the pairs,
+// env points NCCL_TOPO_FILE at it, and a snapshot carries it.
+func TestAzureInstalledTopoFile(t *testing.T) {
+	ref := filepath.Join("..", "..", "..", "shared", "research", "nccl-topo-refs", "azure-ndv5-topo.xml")
+	data, err := os.ReadFile(ref)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("shared research files not beside the checkout: %v", err)
+	}
+	root := fakesys.Root(t, "azure-nd-h100-v5")
+	os.MkdirAll(filepath.Join(root, "opt/microsoft/ndv5"), 0o755)
+	if err := os.WriteFile(filepath.Join(root, "opt/microsoft/ndv5/topo.xml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "env", "--root", root, "--local-rank", "2")
+	for _, want := range []string{"export NCCL_TOPO_FILE='/opt/microsoft/ndv5/topo.xml'\n", "export GPUAFFINITY_NICS='mlx5_ib2'\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("env lacks %q:\n%s", want, out)
+		}
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	mustRun(t, "snapshot", "--root", root, "-o", snap)
+	if got, want := mustRun(t, "topo", "--root", snap, "-o", "json"), mustRun(t, "topo", "--root", root, "-o", "json"); got != want {
+		t.Errorf("snapshot without the Azure topology file changes the topology")
+	}
+}
