@@ -3,7 +3,7 @@
 #   make demo    run `gpuaffinity topo` on the embedded DGX H100 example
 #   make test    install what the tests need (Debian, as root), then vet,
 #                race-enabled tests and a short fuzz run
-#   make bench   discovery benchmarks (DGX H100 and p5 fixtures)
+#   make bench   benchmarks: discovery (DGX H100, p5), fixture build, env
 #   make build   bin/gpuaffinity
 
 GO       ?= go
@@ -65,7 +65,7 @@ fuzz:
 	done
 
 bench:
-	TMPDIR=$(TEST_TMPDIR) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/
+	TMPDIR=$(TEST_TMPDIR) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/ ./cmd/gpuaffinity/
 
 clean:
 	rm -rf bin
