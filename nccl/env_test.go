@@ -2,53 +2,18 @@ package nccl
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
-	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
-
-// envNodes caches each fixture's discovered Node as JSON (building a root
-// dominates test time); envTestNode hands out a private deep copy.
-var envNodes sync.Map // name -> func() ([]byte, error)
-
-func envTestNode(t *testing.T, name string) topology.Node {
-	t.Helper()
-	f, _ := envNodes.LoadOrStore(name, sync.OnceValues(func() ([]byte, error) {
-		dir, err := os.MkdirTemp("", "nccl-env-"+name+"-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		if err := fakesys.BuildMachine(name, dir); err != nil {
-			return nil, err
-		}
-		n, err := discover.Discover(discover.Options{Root: dir})
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(n)
-	}))
-	data, err := f.(func() ([]byte, error))()
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var n topology.Node
-	if err := json.Unmarshal(data, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 func envIntp(i int) *int       { return &i }
 func envStrp(s string) *string { return &s }
@@ -108,7 +73,7 @@ func TestEnvFixtures(t *testing.T) {
 	for _, f := range envFixtures {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			n := envTestNode(t, f.name)
+			n := fixtureNode(t, f.name)
 			if n.DefaultRouteInterface != f.route {
 				t.Fatalf("default route interface %q, the expectations assume %q (spec default_route)", n.DefaultRouteInterface, f.route)
 			}
@@ -161,7 +126,7 @@ func envWarned(t *testing.T, e Env, substr string) {
 }
 
 func TestEnvNodeLevelOnly(t *testing.T) {
-	n := envTestNode(t, "dgx-h100")
+	n := fixtureNode(t, "dgx-h100")
 	e := envMustBuild(t, n, EnvRequest{})
 	if e.Rank != nil || e.GPU != nil {
 		t.Errorf("rank %v gpu %v without a rank", e.Rank, e.GPU)
@@ -178,7 +143,7 @@ func TestEnvNodeLevelOnly(t *testing.T) {
 // TestEnvTopoFile: NCCL_TOPO_FILE everywhere but on EFA nodes.
 func TestEnvTopoFile(t *testing.T) {
 	for _, m := range []string{"azure-nd-h100-v5", "dgx-h100", "oci-bm-gpu-h100", "gcp-a3-mega", "h200-vm"} {
-		e := envMustBuild(t, envTestNode(t, m), EnvRequest{Rank: envIntp(0), TopoFile: "/run/gpuaffinity/nccl-topo.xml"})
+		e := envMustBuild(t, fixtureNode(t, m), EnvRequest{Rank: envIntp(0), TopoFile: "/run/gpuaffinity/nccl-topo.xml"})
 		envMustGet(t, e, "NCCL_TOPO_FILE", "/run/gpuaffinity/nccl-topo.xml")
 		// Node-level variables come before the per-rank ones.
 		if i := slices.IndexFunc(e.Vars, func(v Var) bool { return v.Name == "NCCL_TOPO_FILE" }); e.Vars[i+1].Name != "GPUAFFINITY_GPU" {
@@ -186,7 +151,7 @@ func TestEnvTopoFile(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"aws-p4d", "aws-p5"} {
-		n := envTestNode(t, m)
+		n := fixtureNode(t, m)
 		e := envMustBuild(t, n, EnvRequest{Rank: envIntp(0), TopoFile: "/opt/x.xml"})
 		envMustUnset(t, e, "NCCL_TOPO_FILE")
 		envWarned(t, e, "aws-ofi-nccl writes its own topology")
@@ -194,7 +159,7 @@ func TestEnvTopoFile(t *testing.T) {
 			t.Errorf("%s: PluginWritesTopology false", m)
 		}
 	}
-	if PluginWritesTopology(envTestNode(t, "azure-nd-h100-v5")) {
+	if PluginWritesTopology(fixtureNode(t, "azure-nd-h100-v5")) {
 		t.Error("azure: PluginWritesTopology true")
 	}
 }
@@ -202,7 +167,7 @@ func TestEnvTopoFile(t *testing.T) {
 // TestEnvEFA: never NCCL_IB_HCA, FI_EFA_FORK_SAFE, RDMAV_*, UCX; no
 // FI_EFA_USE_DEVICE_RDMA on an instance type without EFA RDMA.
 func TestEnvEFA(t *testing.T) {
-	n := envTestNode(t, "aws-p5")
+	n := fixtureNode(t, "aws-p5")
 	e := envMustBuild(t, n, EnvRequest{Rank: envIntp(3)})
 	for _, v := range e.Vars {
 		if v.Name == "NCCL_IB_HCA" || v.Name == "FI_EFA_FORK_SAFE" || strings.HasPrefix(v.Name, "RDMAV_") || strings.HasPrefix(v.Name, "UCX_") {
@@ -225,7 +190,7 @@ func TestEnvEFA(t *testing.T) {
 // TestEnvInactivePort: a compute port not ACTIVE leaves NCCL_IB_HCA and
 // UCX_NET_DEVICES, with warnings.
 func TestEnvInactivePort(t *testing.T) {
-	n := envTestNode(t, "dgx-h100")
+	n := fixtureNode(t, "dgx-h100")
 	for i := range n.NICs {
 		if n.NICs[i].Name == "mlx5_3" {
 			n.NICs[i].Ports[0].StateID, n.NICs[i].Ports[0].State = 1, "DOWN"
@@ -250,7 +215,7 @@ func TestEnvInactivePort(t *testing.T) {
 
 // TestEnvGIDIndex: the RoCE v2 IPv4 index must agree on every compute port.
 func TestEnvGIDIndex(t *testing.T) {
-	n := envTestNode(t, "oci-bm-gpu-h100")
+	n := fixtureNode(t, "oci-bm-gpu-h100")
 	envMustGet(t, envMustBuild(t, n, EnvRequest{}), "NCCL_IB_GID_INDEX", "3")
 
 	// One port holds its IPv4 v2 GID at 5 instead: disagreement.
@@ -285,7 +250,7 @@ func TestEnvGIDIndex(t *testing.T) {
 
 // TestEnvFrontEnd: the fallbacks without a default route.
 func TestEnvFrontEnd(t *testing.T) {
-	n := envTestNode(t, "dgx-h100")
+	n := fixtureNode(t, "dgx-h100")
 	n.DefaultRouteInterface = ""
 	e := envMustBuild(t, n, EnvRequest{})
 	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enp4s0f0") // first non-RDMA NIC that is up
@@ -305,14 +270,14 @@ func TestEnvFrontEnd(t *testing.T) {
 	envWarned(t, e, "guessed as enp4s0f0")
 
 	// Azure without its route: the AN VF (an RDMA NIC) is the only candidate.
-	az := envTestNode(t, "azure-nd-h100-v5")
+	az := fixtureNode(t, "azure-nd-h100-v5")
 	az.DefaultRouteInterface = ""
 	e = envMustBuild(t, az, EnvRequest{})
 	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enP53091s1np0")
 	envWarned(t, e, "mlx5_an0")
 
 	// Nothing at all: omitted with a warning (also TCPXO's CTRL_DEV).
-	g := envTestNode(t, "gcp-a3-mega")
+	g := fixtureNode(t, "gcp-a3-mega")
 	g.DefaultRouteInterface = ""
 	g.NICs = slices.DeleteFunc(g.NICs, func(nic topology.NIC) bool { return nic.Role != topology.RoleCompute })
 	e = envMustBuild(t, g, EnvRequest{})
@@ -330,7 +295,7 @@ func TestEnvFrontEnd(t *testing.T) {
 
 // TestEnvTCPX: a3-highgpu-8g (one gVNIC per two GPUs) gets the TCPX names.
 func TestEnvTCPX(t *testing.T) {
-	n := envTestNode(t, "gcp-a3-mega")
+	n := fixtureNode(t, "gcp-a3-mega")
 	// Keep enp6s0, enp13s0, enp134s0, enp141s0 as the A3 High data NICs
 	// (one per switch, GPUs 2k and 2k+1 on it).
 	keep := []string{"enp6s0", "enp13s0", "enp134s0", "enp141s0"}
@@ -365,7 +330,7 @@ func TestEnvTCPX(t *testing.T) {
 
 // TestEnvSocketOnly: no RDMA and no gVNIC compute NIC.
 func TestEnvSocketOnly(t *testing.T) {
-	e := envMustBuild(t, envTestNode(t, "h200-vm"), EnvRequest{Rank: envIntp(0)})
+	e := envMustBuild(t, fixtureNode(t, "h200-vm"), EnvRequest{Rank: envIntp(0)})
 	envMustGet(t, e, "NCCL_IB_DISABLE", "1")
 	envWarned(t, e, "cannot do GPUDirect RDMA")
 	envMustUnset(t, e, "NCCL_IB_HCA")
@@ -374,7 +339,7 @@ func TestEnvSocketOnly(t *testing.T) {
 
 // TestEnvCPUsAndNUMA: the CPU fallbacks and NUMA of unknown GPUs.
 func TestEnvCPUsAndNUMA(t *testing.T) {
-	n := envTestNode(t, "dgx-h100")
+	n := fixtureNode(t, "dgx-h100")
 	// A cgroup limited to socket 1: GPU 0's local CPUs are not allowed.
 	n.CPU.Allowed = cpuset.Range(56, 111)
 	e := envMustBuild(t, n, EnvRequest{Rank: envIntp(0)})
@@ -399,7 +364,7 @@ func TestEnvCPUsAndNUMA(t *testing.T) {
 }
 
 func TestEnvRankMapping(t *testing.T) {
-	n := envTestNode(t, "dgx-h100")
+	n := fixtureNode(t, "dgx-h100")
 	for _, tc := range []struct {
 		rank int
 		cvd  *string

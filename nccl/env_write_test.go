@@ -83,7 +83,7 @@ func TestWriteJSON(t *testing.T) {
 }
 
 func TestWriteRanks(t *testing.T) {
-	n := envTestNode(t, "oci-bm-gpu-h100")
+	n := fixtureNode(t, "oci-bm-gpu-h100")
 	var envs []Env
 	for r := range 8 {
 		envs = append(envs, envMustBuild(t, n, EnvRequest{Rank: envIntp(r)}))

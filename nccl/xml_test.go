@@ -2,7 +2,6 @@ package nccl
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,38 +22,6 @@ import (
 )
 
 var xmlUpdate = flag.Bool("update", false, "rewrite the golden files under testdata/xml")
-
-// xmlNodes caches each fixture's Node as JSON; xmlTestNode hands out a
-// private copy.
-var xmlNodes sync.Map // name -> func() ([]byte, error)
-
-func xmlTestNode(t *testing.T, name string) topology.Node {
-	t.Helper()
-	f, _ := xmlNodes.LoadOrStore(name, sync.OnceValues(func() ([]byte, error) {
-		dir, err := os.MkdirTemp("", "nccl-xml-"+name+"-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		if err := fakesys.BuildMachine(name, dir); err != nil {
-			return nil, err
-		}
-		n, err := discover.Discover(discover.Options{Root: dir})
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(n)
-	}))
-	data, err := f.(func() ([]byte, error))()
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var n topology.Node
-	if err := json.Unmarshal(data, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 // xmlRender renders n and parses the result back.
 func xmlRender(t *testing.T, n topology.Node, opts XMLOptions) (string, *ncclxml.Element) {
@@ -259,7 +225,7 @@ func TestXMLFacts(t *testing.T) {
 		seen[tt.machine] = true
 		t.Run(tt.machine, func(t *testing.T) {
 			t.Parallel()
-			_, root := xmlRender(t, xmlTestNode(t, tt.machine), XMLOptions{})
+			_, root := xmlRender(t, fixtureNode(t, tt.machine), XMLOptions{})
 			for busid, want := range tt.paths {
 				if got := xmlPath(root, busid); got != want {
 					t.Errorf("%s: path %q, want %q", busid, got, want)
@@ -483,7 +449,7 @@ func TestXMLH200Capture(t *testing.T) {
 		t.Fatal(err)
 	}
 	xmlStripNCCLOwn(want)
-	_, got := xmlRender(t, xmlTestNode(t, fakesys.H200VM), XMLOptions{})
+	_, got := xmlRender(t, fixtureNode(t, fakesys.H200VM), XMLOptions{})
 	if d := cmp.Diff(want, got, cmpopts.IgnoreFields(ncclxml.Element{}, "Line"), cmpopts.EquateEmpty()); d != "" {
 		t.Errorf("XML differs from NCCL's dump (-dump +ours):\n%s", d)
 	}
@@ -512,7 +478,7 @@ func TestXMLH200DumpMatchesShared(t *testing.T) {
 // mlx5_ib i share a virtual switch ffff:ff:0(i+1).0, as in Azure's own
 // ndv5 file.
 func TestXMLSynthesizeAzure(t *testing.T) {
-	n := xmlTestNode(t, "azure-nd-h100-v5")
+	n := fixtureNode(t, "azure-nd-h100-v5")
 	text, root := xmlRender(t, n, XMLOptions{SynthesizeSwitches: true})
 	for i, g := range n.GPUs {
 		nic := n.NICs[slices.IndexFunc(n.NICs, func(x topology.NIC) bool { return x.Name == fmt.Sprintf("mlx5_ib%d", i) })]
@@ -543,7 +509,7 @@ func TestXMLSynthesizeAzure(t *testing.T) {
 // one switch for the three, as in AWS's own p4d file), machines whose
 // pairs already share a switch, and a C2C GPU (nothing changes).
 func TestXMLSynthesize(t *testing.T) {
-	n := xmlTestNode(t, "aws-p4d")
+	n := fixtureNode(t, "aws-p4d")
 	_, root := xmlRender(t, n, XMLOptions{SynthesizeSwitches: true})
 	for bus, want := range map[string]string{
 		"0000:10:1b.0": "cpu 0/ffff:ff:01.0/0000:10:1b.0",
@@ -560,7 +526,7 @@ func TestXMLSynthesize(t *testing.T) {
 	}
 	// grace-hopper: the GPU reaches the CPU over C2C; not grouped.
 	for _, m := range []string{"dgx-h100", "aws-p5", "oci-bm-gpu-h100", "gcp-a3-mega", "grace-hopper"} {
-		n := xmlTestNode(t, m)
+		n := fixtureNode(t, m)
 		plain, _ := xmlRender(t, n, XMLOptions{})
 		synth, _ := xmlRender(t, n, XMLOptions{SynthesizeSwitches: true})
 		if plain != synth {
@@ -572,7 +538,7 @@ func TestXMLSynthesize(t *testing.T) {
 // TestXMLSynthesizeSkipsSYS: a GPU whose only compute NIC is on the other
 // socket is not moved beside it.
 func TestXMLSynthesizeSkipsSYS(t *testing.T) {
-	n := xmlTestNode(t, "azure-nd-h100-v5")
+	n := fixtureNode(t, "azure-nd-h100-v5")
 	for i := range n.Pairs {
 		n.Pairs[i].Class = topology.ClassSYS
 	}
@@ -593,7 +559,7 @@ func TestXMLGolden(t *testing.T) {
 				file = filepath.Join("testdata/xml", name+".synth.xml")
 			}
 			t.Run(filepath.Base(file), func(t *testing.T) {
-				got, _ := xmlRender(t, xmlTestNode(t, name), XMLOptions{SynthesizeSwitches: synth})
+				got, _ := xmlRender(t, fixtureNode(t, name), XMLOptions{SynthesizeSwitches: synth})
 				if *xmlUpdate {
 					if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
 						t.Fatal(err)
@@ -658,21 +624,21 @@ func TestXMLTopoFile(t *testing.T) {
 }
 
 func TestXMLErrors(t *testing.T) {
-	n := xmlTestNode(t, "dgx-h100")
+	n := fixtureNode(t, "dgx-h100")
 	n.GPUs[0].BusID = "0000:ee:00.0"
 	var b bytes.Buffer
 	if err := TopologyXML(&b, n, XMLOptions{}); err == nil || !strings.Contains(err.Error(), "GPU 0 (0000:ee:00.0)") || b.Len() > 0 {
 		t.Errorf("TopologyXML with a GPU off the bus: %v, wrote %d bytes", err, b.Len())
 	}
 	// An x86 CPU without vendor or family: NCCL fills all four from CPUID.
-	n = xmlTestNode(t, "dgx-h100")
+	n = fixtureNode(t, "dgx-h100")
 	n.CPU.Vendor = ""
 	_, root := xmlRender(t, n, XMLOptions{})
 	if _, ok := root.Children[0].Value("arch"); ok {
 		t.Errorf("cpu %v: want no arch without a vendor", root.Children[0].Attrs)
 	}
 	// A parent loop in corrupt input ends the walk.
-	n = xmlTestNode(t, "dgx-h100")
+	n = fixtureNode(t, "dgx-h100")
 	for i := range n.PCIDevices {
 		switch n.PCIDevices[i].BusID {
 		case "0000:15:01.0":

@@ -1,0 +1,45 @@
+package nccl
+
+import (
+	"encoding/json"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// fixtureNodes caches each fixture machine's discovered Node as JSON
+// (building a root dominates test time); fixtureNode hands out a private
+// deep copy, so tests may change it.
+var fixtureNodes sync.Map // name -> func() ([]byte, error)
+
+func fixtureNode(t *testing.T, name string) topology.Node {
+	t.Helper()
+	f, _ := fixtureNodes.LoadOrStore(name, sync.OnceValues(func() ([]byte, error) {
+		dir, err := os.MkdirTemp("", "nccl-"+name+"-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if err := fakesys.BuildMachine(name, dir); err != nil {
+			return nil, err
+		}
+		n, err := discover.Discover(discover.Options{Root: dir})
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(n)
+	}))
+	data, err := f.(func() ([]byte, error))()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var n topology.Node
+	if err := json.Unmarshal(data, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
