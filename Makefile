@@ -57,11 +57,17 @@ TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || ec
 unit:
 	GOTMPDIR=$${GOTMPDIR:-$${TMPDIR:-/tmp}} TMPDIR=$(TEST_TMPDIR) $(GO) test -race -count=1 ./...
 
+# A fuzz run that fails without leaving a crasher in testdata/fuzz (the
+# fuzz engine losing a worker on a loaded 2-core machine) is run once more;
+# a real crasher is replayed as a seed on that run and fails it again.
 fuzz:
 	@set -e; for f in $(FUZZ); do \
 		pkg=$${f%%:*}; target=$${f##*:}; \
 		echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+		if ! out=$$($(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg 2>&1); then \
+			echo "$$out" | tail -20; echo "fuzz $$pkg $$target: once more"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg; \
+		fi; \
 	done
 
 bench:
