@@ -36,7 +36,7 @@ demo: deps-build
 test: deps lint unit fuzz
 
 deps:
-	@scripts/install-deps.sh gcc hwloc graphviz dash zsh
+	@scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd
 
 deps-build:
 	@scripts/install-deps.sh gcc

@@ -1,0 +1,227 @@
+package gres
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+func node(t *testing.T, machine string) topology.Node {
+	t.Helper()
+	n, err := discover.Discover(discover.Options{Root: fakesys.Root(t, machine)})
+	if err != nil {
+		t.Fatalf("discover %s: %v", machine, err)
+	}
+	return n
+}
+
+const header = "# Slurm gres.conf written by gpuaffinity gres (docs/gres.md).\n" +
+	"# Cores= are Slurm core indices (socket-major, one per physical core), not CPU ids.\n" +
+	"AutoDetect=off\n"
+
+// The expectations are written by hand from each machine's published
+// layout (the fixture specs' sources), never copied from the output.
+var golden = map[string]string{
+	// DGX H100: 2 x 56-core Xeon 8480C with SMT (CPUs 0-55,112-167 on
+	// socket 0): Slurm cores 0-55 are socket 0's, 56-111 socket 1's. GPUs
+	// 0-3 sit on CPU 0, 4-7 on CPU 1; every pair is NV18 through the
+	// NVSwitches.
+	"dgx-h100": `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-55 Links=-1,18,18,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia1 Cores=0-55 Links=18,-1,18,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia2 Cores=0-55 Links=18,18,-1,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia3 Cores=0-55 Links=18,18,18,-1,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia4 Cores=56-111 Links=18,18,18,18,-1,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia5 Cores=56-111 Links=18,18,18,18,18,-1,18,18
+Name=gpu Type=h100 File=/dev/nvidia6 Cores=56-111 Links=18,18,18,18,18,18,-1,18
+Name=gpu Type=h100 File=/dev/nvidia7 Cores=56-111 Links=18,18,18,18,18,18,18,-1
+`,
+	// p5.48xlarge: 2 x 48-core EPYC 7R13 with SMT (192 vCPUs): cores 0-47
+	// on socket 0 (GPUs 0-3), 48-95 on socket 1 (GPUs 4-7); NV18 pairs.
+	"aws-p5": `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-47 Links=-1,18,18,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia1 Cores=0-47 Links=18,-1,18,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia2 Cores=0-47 Links=18,18,-1,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia3 Cores=0-47 Links=18,18,18,-1,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia4 Cores=48-95 Links=18,18,18,18,-1,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia5 Cores=48-95 Links=18,18,18,18,18,-1,18,18
+Name=gpu Type=h100 File=/dev/nvidia6 Cores=48-95 Links=18,18,18,18,18,18,-1,18
+Name=gpu Type=h100 File=/dev/nvidia7 Cores=48-95 Links=18,18,18,18,18,18,18,-1
+`,
+	// p4d.24xlarge: 2 x 24-core Xeon 8275CL with SMT; A100 on NVSwitch, 12
+	// NVLinks each.
+	"aws-p4d": `Name=gpu Type=a100 File=/dev/nvidia0 Cores=0-23 Links=-1,12,12,12,12,12,12,12
+Name=gpu Type=a100 File=/dev/nvidia1 Cores=0-23 Links=12,-1,12,12,12,12,12,12
+Name=gpu Type=a100 File=/dev/nvidia2 Cores=0-23 Links=12,12,-1,12,12,12,12,12
+Name=gpu Type=a100 File=/dev/nvidia3 Cores=0-23 Links=12,12,12,-1,12,12,12,12
+Name=gpu Type=a100 File=/dev/nvidia4 Cores=24-47 Links=12,12,12,12,-1,12,12,12
+Name=gpu Type=a100 File=/dev/nvidia5 Cores=24-47 Links=12,12,12,12,12,-1,12,12
+Name=gpu Type=a100 File=/dev/nvidia6 Cores=24-47 Links=12,12,12,12,12,12,-1,12
+Name=gpu Type=a100 File=/dev/nvidia7 Cores=24-47 Links=12,12,12,12,12,12,12,-1
+`,
+	// ND H100 v5: 96 vCPUs, SMT off (one CPU per core), 48 per socket.
+	"azure-nd-h100-v5": `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-47 Links=-1,18,18,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia1 Cores=0-47 Links=18,-1,18,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia2 Cores=0-47 Links=18,18,-1,18,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia3 Cores=0-47 Links=18,18,18,-1,18,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia4 Cores=48-95 Links=18,18,18,18,-1,18,18,18
+Name=gpu Type=h100 File=/dev/nvidia5 Cores=48-95 Links=18,18,18,18,18,-1,18,18
+Name=gpu Type=h100 File=/dev/nvidia6 Cores=48-95 Links=18,18,18,18,18,18,-1,18
+Name=gpu Type=h100 File=/dev/nvidia7 Cores=48-95 Links=18,18,18,18,18,18,18,-1
+`,
+	// GH200: one 72-core Grace (no SMT), one GPU, no GPU-GPU NVLink.
+	"grace-hopper": "Name=gpu Type=gh200 File=/dev/nvidia0 Cores=0-71\n",
+	// The real H200 VM capture: 16 vCPUs, each its own core (every
+	// thread_siblings_list is one CPU), numa_node -1 but local_cpulist
+	// 0-15; one GPU, NVLink not visible.
+	"h200-vm": "Name=gpu Type=h200 File=/dev/nvidia0 Cores=0-15\n",
+}
+
+func TestGresConfFixtures(t *testing.T) {
+	for machine, want := range golden {
+		t.Run(machine, func(t *testing.T) {
+			lines, warns, err := GresConf(node(t, machine), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(warns) != 0 {
+				t.Errorf("warnings: %q", warns)
+			}
+			var buf bytes.Buffer
+			if err := Write(&buf, lines); err != nil {
+				t.Fatal(err)
+			}
+			if got := buf.String(); got != header+want {
+				t.Errorf("got\n%s\nwant\n%s%s", got, header, want)
+			}
+		})
+	}
+}
+
+func TestCoreIndexSMTAndInterleavedSockets(t *testing.T) {
+	// Sockets interleaved CPU by CPU (even CPUs on socket 0, odd on 1),
+	// SMT siblings n+8: hwloc, hence Slurm, numbers socket 0's cores first.
+	var cores []topology.Core
+	for cpu := range 8 {
+		cores = append(cores, topology.Core{Socket: cpu % 2, ID: cpu / 2, CPUs: cpuset.Of(cpu, cpu+8)})
+	}
+	got := CoreIndex(topology.CPUInfo{Cores: cores})
+	want := map[int]int{0: 0, 8: 0, 2: 1, 10: 1, 4: 2, 6: 3, 1: 4, 9: 4, 3: 5, 5: 6, 7: 7, 15: 7}
+	for cpu, idx := range want {
+		if got[cpu] != idx {
+			t.Errorf("CPU %d: core %d, want %d", cpu, got[cpu], idx)
+		}
+	}
+	if len(got) != 16 {
+		t.Errorf("%d CPUs mapped, want 16", len(got))
+	}
+}
+
+func TestGresConfDegraded(t *testing.T) {
+	n := node(t, "dgx-h100")
+	// GPU 2: locality unknown; GPU 5: no minor (NVML absent).
+	n.NVML.Source = "none"
+	n.GPUs[2].NUMANode = nil
+	n.GPUs[2].LocalCPUs = cpuset.Set{}
+	n.GPUs[2].NVMLCPUAffinity = cpuset.Set{}
+	n.GPUs[5].Minor = nil
+	n.GPUs[5].Model = ""
+	lines, warns, err := GresConf(n, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lines[2].String(); got != "Name=gpu Type=h100 File=/dev/nvidia2 Links=18,18,-1,18,18,18,18,18" {
+		t.Errorf("GPU 2: %s", got)
+	}
+	if got := lines[5].String(); got != "Name=gpu File=/dev/nvidia5 Cores=56-111 Links=18,18,18,18,18,-1,18,18" {
+		t.Errorf("GPU 5: %s", got)
+	}
+	joined := strings.Join(warns, "\n")
+	for _, w := range []string{"GPU 2 (0000:52:00.0): locality unknown", "GPU 5 (0000:c3:00.0): no NVML minor number", "GPU 5 (0000:c3:00.0): model unknown"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("no warning %q in\n%s", w, joined)
+		}
+	}
+}
+
+func TestGresConfMinorOrderAndOptions(t *testing.T) {
+	n := node(t, "dgx-h100")
+	// Minors out of bus order: the lines stay in bus order (Slurm's device
+	// order) and File= follows the minor.
+	m0, m1 := 1, 0
+	n.GPUs[0].Minor, n.GPUs[1].Minor = &m0, &m1
+	lines, _, err := GresConf(n, Options{Type: "H100_SXM", DevDir: "/tmp/dev", NoLinks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lines[0].String(); got != "Name=gpu Type=H100_SXM File=/tmp/dev/nvidia1 Cores=0-55" {
+		t.Errorf("line 0: %s", got)
+	}
+	if got := lines[1].String(); got != "Name=gpu Type=H100_SXM File=/tmp/dev/nvidia0 Cores=0-55" {
+		t.Errorf("line 1: %s", got)
+	}
+
+	n.GPUs[0].Minor = &m1
+	if _, _, err := GresConf(n, Options{}); err == nil || !strings.Contains(err.Error(), "both map to /dev/nvidia0") {
+		t.Errorf("duplicate minor: err %v", err)
+	}
+	for _, bad := range []string{"h100 sxm", "gpu:h100", "a=b", "x,y"} {
+		if _, _, err := GresConf(n, Options{Type: bad}); err == nil {
+			t.Errorf("type %q accepted", bad)
+		}
+	}
+	if _, _, err := GresConf(n, Options{DevDir: "dev"}); err == nil {
+		t.Error("relative DevDir accepted")
+	}
+	if _, _, err := GresConf(topology.Node{}, Options{}); err == nil {
+		t.Error("no GPUs: no error")
+	}
+}
+
+func TestGresConfNotInNVML(t *testing.T) {
+	n := node(t, "aws-p5")
+	n.GPUs[3].Minor = nil
+	n.GPUs[3].State = topology.GPUNotInNVML
+	lines, warns, err := GresConf(n, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 7 {
+		t.Fatalf("%d lines, want 7", len(lines))
+	}
+	if got := lines[3].String(); got != "Name=gpu Type=h100 File=/dev/nvidia4 Cores=48-95 Links=18,18,18,-1,18,18,18" {
+		t.Errorf("line 3: %s", got)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "NVML does not list it") {
+		t.Errorf("warnings %q", warns)
+	}
+}
+
+func TestTypeName(t *testing.T) {
+	for model, want := range map[string]string{
+		"NVIDIA H100 80GB HBM3":   "h100",
+		"NVIDIA A100-SXM4-40GB":   "a100",
+		"NVIDIA GH200 480GB":      "gh200",
+		"NVIDIA H200":             "h200",
+		"Tesla V100-SXM2-16GB":    "v100",
+		"NVIDIA RTX A6000":        "rtx_a6000",
+		"NVIDIA GeForce RTX 4090": "rtx_4090",
+		"NVIDIA L40S":             "l40s",
+		"NVIDIA H100 NVL":         "h100",
+		"":                        "",
+	} {
+		got := TypeName(model)
+		if got != want {
+			t.Errorf("TypeName(%q) = %q, want %q", model, got, want)
+		}
+		// Slurm's AutoDetect=nvml type: lower case, spaces to '_'; ours
+		// must be a substring so the two match.
+		auto := strings.ReplaceAll(strings.ToLower(model), " ", "_")
+		if !strings.Contains(auto, got) {
+			t.Errorf("TypeName(%q) = %q is not a substring of %q", model, got, auto)
+		}
+	}
+}
