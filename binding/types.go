@@ -25,8 +25,12 @@ type Options struct {
 
 // Rank is one local rank's binding.
 type Rank struct {
-	Rank     int        `json:"rank"`
-	GPU      int        `json:"gpu"`  // GPU index
+	Rank int `json:"rank"`
+	GPU  int `json:"gpu"` // GPU index
+	// Node is the NUMA node the GPU's CPUs come from: the GPU's own, the
+	// nearest node with CPUs when its own is memory-only, or the one node
+	// holding its CPU affinity when numa_node is -1; -1 when unknown.
+	Node     int        `json:"node"`
 	CPUs     cpuset.Set `json:"cpus"` // CPUs to run on; never outside the allowed set
 	Mems     cpuset.Set `json:"mems"` // NUMA nodes for memory; empty when unknown
 	Mode     Mode       `json:"mode"`
@@ -36,7 +40,10 @@ type Rank struct {
 // Map is the binding of every local rank, in rank order (rank r drives GPU
 // r / RanksPerGPU).
 type Map struct {
-	Ranks []Rank `json:"ranks"`
+	Schema      string `json:"schema"` // Schema
+	Mode        Mode   `json:"mode"`
+	RanksPerGPU int    `json:"ranks_per_gpu"`
+	Ranks       []Rank `json:"ranks"`
 	// Leftover is the allowed CPUs no rank got in exclusive mode (cores
 	// that do not divide evenly, CPUs of nodes without GPUs).
 	Leftover cpuset.Set `json:"leftover"`

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -65,7 +64,7 @@ func TestEnvFixtures(t *testing.T) {
 	for _, f := range envFixtures {
 		names = append(names, f.name)
 	}
-	for _, m := range fakesys.Machines() {
+	for _, m := range foundationFixtures {
 		if !slices.Contains(names, m) {
 			t.Errorf("fixture %s has no expected env output in testdata/env", m)
 		}

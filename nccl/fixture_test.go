@@ -43,3 +43,13 @@ func fixtureNode(t *testing.T, name string) topology.Node {
 	}
 	return n
 }
+
+// foundationFixtures are the machines of the foundation and NCCL issues,
+// each of which must have hand-written facts and expected env output
+// here. Later fixtures (the binding layouts: SMT off, SNC, cgroup limits)
+// still go through every invariant and golden test that loops over
+// fakesys.Machines().
+var foundationFixtures = []string{
+	"aws-p4d", "aws-p5", "azure-nd-h100-v5", "dgx-h100", "gcp-a3-mega",
+	"grace-hopper", "h200-vm", "oci-bm-gpu-h100",
+}

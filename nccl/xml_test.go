@@ -260,7 +260,7 @@ func TestXMLFacts(t *testing.T) {
 			}
 		})
 	}
-	for _, m := range fakesys.Machines() {
+	for _, m := range foundationFixtures {
 		if !seen[m] {
 			t.Errorf("fixture %s has no facts here", m)
 		}

@@ -48,7 +48,8 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	cmd.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.PersistentFlags().StringVar(&g.topoFile, "topo-file", "",
 		"a vendor NCCL topology file (Azure's, AWS's p4d file) taken as the authority for the PCIe placement of the devices it names")
-	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newEnvCmd(g))
+	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newEnvCmd(g),
+		newCpumapCmd(g), newExecCmd(g), newGresCmd(g))
 	return cmd
 }
 
