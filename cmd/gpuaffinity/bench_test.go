@@ -7,18 +7,24 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 )
 
-// BenchmarkEnv measures `gpuaffinity env --local-rank 3` in-process:
+// BenchmarkCommands measures env, cpumap and exec's planning in-process:
 // on a DGX H100 root built once (discovery + rendering: the path a live
 // host takes), and with --demo (which also builds the fake root each
 // time, thousands of small files).
-func BenchmarkEnv(b *testing.B) {
+func BenchmarkCommands(b *testing.B) {
 	root := fakesys.Root(b, "dgx-h100")
 	for _, bc := range []struct {
 		name string
 		args []string
 	}{
-		{"root-dgx-h100", []string{"env", "--root", root, "--local-rank", "3"}},
-		{"demo-dgx-h100", []string{"env", "--demo", "dgx-h100", "--local-rank", "3"}},
+		{"env-root-dgx-h100", []string{"env", "--root", root, "--local-rank", "3"}},
+		{"env-demo-dgx-h100", []string{"env", "--demo", "dgx-h100", "--local-rank", "3"}},
+		// cpumap: discovery plus the map of every rank.
+		{"cpumap-root-dgx-h100", []string{"cpumap", "-o", "json", "--root", root}},
+		{"cpumap-demo-dgx-h100", []string{"cpumap", "-o", "json", "--demo", "dgx-h100"}},
+		// exec's work before execve: discovery, env, map, plan (the
+		// syscalls themselves are microseconds).
+		{"exec-plan-root-dgx-h100", []string{"exec", "--dry-run", "--root", root, "--local-rank", "3", "--", "true"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
