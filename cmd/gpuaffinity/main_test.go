@@ -18,13 +18,8 @@ import (
 // run executes the CLI in-process and returns stdout.
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errb bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), err
+	out, _, err := runErr(t, args...)
+	return out, err
 }
 
 func mustRun(t *testing.T, args ...string) string {
