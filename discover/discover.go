@@ -376,6 +376,9 @@ func fillNVML(g *topology.GPU, ng nvml.GPU) {
 	if ng.PCIeMaxWidth > 0 {
 		g.PCIe.MaxWidth = ng.PCIeMaxWidth
 	}
+	// nvml.Health and topology.GPUHealth have the same fields: the
+	// conversion stops compiling if they drift apart.
+	g.Health = topology.GPUHealth(ng.Health)
 	g.NVLinkVisible = ng.NVLinkVisible
 	for _, l := range ng.NVLinks {
 		g.NVLinks = append(g.NVLinks, topology.NVLink{Link: l.Link, Active: l.Active, Version: l.Version,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
 	"github.com/gpuaffinity/gpuaffinity/render"
@@ -162,6 +163,15 @@ func TestH200Capture(t *testing.T) {
 		g.UUID != "GPU-e3344502-c9fc-0416-7091-4a6968e9d3e8" || g.PCIe != (topology.PCIe{Gen: 5, Width: 16, MaxGen: 5, MaxWidth: 16}) {
 		t.Errorf("GPU = %+v", g)
 	}
+	// The probe's health answers; fabric state 0 (NOT_SUPPORTED: a VM GPU
+	// outside any NVSwitch fabric) and the calls it did not make are null.
+	b, i, u := func(v bool) *bool { return &v }, func(v int) *int { return &v }, func(v uint64) *uint64 { return &v }
+	wantHealth := topology.GPUHealth{Persistence: b(true), ECCUncorrectedVolatile: u(0),
+		RemappedRowsCorrectable: i(0), RemappedRowsUncorrectable: i(0), RemapPending: b(false), RemapFailure: b(false),
+		PCIeReplay: u(0)}
+	if diff := cmp.Diff(wantHealth, g.Health); diff != "" {
+		t.Errorf("GPU health (-want +got):\n%s", diff)
+	}
 	if n.NVML.Source != "replay" || n.NVML.DriverVersion != "580.159.04" || n.NVML.CUDAVersion != 13000 {
 		t.Errorf("NVML = %+v", n.NVML)
 	}
@@ -198,6 +208,19 @@ func TestDotRenders(t *testing.T) {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) || err != nil || !strings.Contains(string(out), "<svg") {
 			t.Errorf("%s: dot -Tsvg: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// TestGPUHealthCarried: fakesys' healthy NVSwitch GPUs reach the topology
+// with fabric registration completed.
+func TestGPUHealthCarried(t *testing.T) {
+	n := discoverRoot(t, fakesys.Root(t, "dgx-h100"))
+	for _, g := range n.GPUs {
+		h := g.Health
+		if h.Persistence == nil || !*h.Persistence || h.FabricState == nil || *h.FabricState != 3 ||
+			h.FabricStatus == nil || *h.FabricStatus != 0 || h.ECCUncorrectedVolatile == nil || *h.ECCUncorrectedVolatile != 0 {
+			t.Errorf("GPU %d health = %+v", g.Index, h)
 		}
 	}
 }

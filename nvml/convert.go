@@ -46,6 +46,20 @@ type probeDevice struct {
 	PCIeWidth    *probeAnswer[int]      `json:"pcie_width_cur"`
 	PCIeMaxWidth *probeAnswer[int]      `json:"pcie_width_max"`
 	NVLinks      []probeNVLink          `json:"nvlinks"`
+
+	Persistence *probeAnswer[int]    `json:"persistence"`
+	ECCVolatile *probeAnswer[uint64] `json:"ecc_uncorrected_volatile"`
+	// RemappedRows is GetRemappedRows' four results as an array:
+	// [corrRows, uncRows, isPending, failureOccurred].
+	RemappedRows *probeAnswer[json.RawMessage] `json:"remapped_rows"`
+	Fabric       *probeAnswer[probeFabric]     `json:"fabric"`
+	PCIeReplay   *probeAnswer[int]             `json:"pcie_replay"`
+}
+
+// probeFabric is the part of GpuFabricInfo the format keeps.
+type probeFabric struct {
+	State  int `json:"State"`
+	Status int `json:"Status"`
 }
 
 type probeFile struct {
@@ -65,8 +79,12 @@ type probeFile struct {
 // DeviceGetCount and each handle are taken as successful (the probe listed
 // the devices), and a call the probe did not make (GetNvLinkRemoteDeviceType,
 // or any key missing from a device) answers ERROR_NOT_SUPPORTED, as a call
-// nvml.json does not record does. Probe keys the format has no place for
-// (temperatures, ECC, timings) are dropped. NVLink entries must be numbered
+// nvml.json does not record does. Of the health calls the probe records
+// persistence, ecc_uncorrected_volatile, remapped_rows (an array of the
+// four results), fabric (the GpuFabricInfo struct) and pcie_replay; the
+// aggregate ECC count, retired pages and the recovery action answer
+// ERROR_NOT_SUPPORTED. Probe keys the format has no place for
+// (temperatures, power, timings) are dropped. NVLink entries must be numbered
 // 0..NVLINK_MAX_LINKS-1, each once; the H200 capture lists 36, links 0-35,
 // which is go-nvml's NVLINK_MAX_LINKS.
 func ConvertProbe(r io.Reader) (ReplayFile, error) {
@@ -128,6 +146,22 @@ func (c *converter) device(i int, pd probeDevice) ReplayDevice {
 		PCIeWidth:    convAnswer(c, at("pcie_width_cur"), pd.PCIeWidth, same[int]),
 		PCIeMaxWidth: convAnswer(c, at("pcie_width_max"), pd.PCIeMaxWidth, same[int]),
 	}
+	ptr := func(a Answer[int]) *Answer[int] { return &a }
+	vol := convAnswer(c, at("ecc_uncorrected_volatile"), pd.ECCVolatile, same[uint64])
+	agg := convAnswer(c, at("ecc_uncorrected_aggregate"), (*probeAnswer[uint64])(nil), same[uint64])
+	rows := c.remappedRows(at("remapped_rows"), pd.RemappedRows)
+	pages := convAnswer(c, at("retired_pages"), (*probeAnswer[ReplayRetiredPages])(nil), same[ReplayRetiredPages])
+	fabric := convAnswer(c, at("fabric"), pd.Fabric, func(f probeFabric) ReplayFabric {
+		return ReplayFabric{State: f.State, Status: f.Status}
+	})
+	d.Persistence = ptr(convAnswer(c, at("persistence"), pd.Persistence, same[int]))
+	d.ECCUncorrectedVolatile, d.ECCUncorrectedAggregate = &vol, &agg
+	d.RemappedRows, d.RetiredPages = &rows, &pages
+	d.RetiredPagesPending = ptr(convAnswer(c, at("retired_pages_pending"), (*probeAnswer[int])(nil), same[int]))
+	d.Fabric = &fabric
+	d.RecoveryAction = ptr(convAnswer(c, at("recovery_action"), (*probeAnswer[int])(nil), same[int]))
+	d.PCIeReplay = ptr(convAnswer(c, at("pcie_replay"), pd.PCIeReplay, same[int]))
+
 	seen := map[int]bool{}
 	for j, pl := range pd.NVLinks {
 		lat := func(key string) string { return at(fmt.Sprintf("nvlinks[%d].%s", j, key)) }
@@ -144,6 +178,25 @@ func (c *converter) device(i int, pd probeDevice) ReplayDevice {
 		})
 	}
 	return d
+}
+
+// remappedRows converts GetRemappedRows' answer, which the probe writes as
+// the array [corrRows, uncRows, isPending, failureOccurred].
+func (c *converter) remappedRows(where string, a *probeAnswer[json.RawMessage]) Answer[ReplayRemappedRows] {
+	return convAnswer(c, where, a, func(raw json.RawMessage) ReplayRemappedRows {
+		var parts []json.RawMessage
+		var rows ReplayRemappedRows
+		if err := json.Unmarshal(raw, &parts); err != nil || len(parts) != 4 {
+			c.fail("%s: value is not an array of 4 results: %s", where, raw)
+			return rows
+		}
+		for i, dst := range []any{&rows.Correctable, &rows.Uncorrectable, &rows.Pending, &rows.Failure} {
+			if err := json.Unmarshal(parts[i], dst); err != nil {
+				c.fail("%s[%d]: %w", where, i, err)
+			}
+		}
+		return rows
+	})
 }
 
 // pci builds GetPciInfo's answer from the probe's "pci" (the bus id) and

@@ -41,6 +41,19 @@ func h200VMWant() ReplayFile {
 			PCIeWidth:    ok(16),
 			PCIeMaxWidth: ok(16),
 			NVLinks:      links,
+			// What the probe asked: persistence on, no uncorrected ECC
+			// error, no remapped row, fabric state 0 (NOT_SUPPORTED: a VM
+			// GPU outside any NVSwitch fabric), no PCIe replay. What it did
+			// not ask answers NOT_SUPPORTED.
+			Persistence:             okp(1),
+			ECCUncorrectedVolatile:  okp[uint64](0),
+			ECCUncorrectedAggregate: failedp[uint64](notSupported),
+			RemappedRows:            okp(ReplayRemappedRows{}),
+			RetiredPages:            failedp[ReplayRetiredPages](notSupported),
+			RetiredPagesPending:     failedp[int](notSupported),
+			Fabric:                  okp(ReplayFabric{State: 0, Status: 0}),
+			RecoveryAction:          failedp[int](notSupported),
+			PCIeReplay:              okp(0),
 		}},
 	}
 }
@@ -72,6 +85,12 @@ func TestConvertProbeH200(t *testing.T) {
 			Index: 0, BusID: "0000:00:06.0", State: StateOK,
 			UUID: "GPU-e3344502-c9fc-0416-7091-4a6968e9d3e8", Name: "NVIDIA H200", Minor: intp(0),
 			CPUAffinity: span(0, 15), PCIeGen: 5, PCIeMaxGen: 5, PCIeWidth: 16, PCIeMaxWidth: 16,
+			// Fabric state 0 is GPU_FABRIC_STATE_NOT_SUPPORTED: unknown.
+			Health: Health{
+				Persistence: boolp(true), ECCUncorrectedVolatile: uint64p(0),
+				RemappedRowsCorrectable: intp(0), RemappedRowsUncorrectable: intp(0),
+				RemapPending: boolp(false), RemapFailure: boolp(false), PCIeReplay: uint64p(0),
+			},
 		}},
 	}
 	if diff := cmp.Diff(want, res); diff != "" {
@@ -96,6 +115,10 @@ func TestConvertProbe(t *testing.T) {
 					"pci": {"value": "00000000:18:00.0"}, "uuid": {"err": "GPU is lost"}, "name": {"value": "NVIDIA H100"},
 					"numa": {"value": 1}, "cpu_affinity": {"value": [1, 0]},
 					"pcie_gen_cur": {"value": 5}, "pcie_gen_max": {"value": 5}, "pcie_width_cur": {"value": 16}, "pcie_width_max": {"value": 16},
+					"persistence": {"value": 0}, "ecc_uncorrected_volatile": {"value": 3},
+					"remapped_rows": {"value": [1, 2, true, false]},
+					"fabric": {"value": {"ClusterUuid": [0], "Status": 0, "CliqueId": 7, "State": 3}},
+					"pcie_replay": {"err": "Not Supported"},
 					"nvlinks": [
 						{"link": 0, "state": {"value": 1}, "version": {"value": 4}, "remote": {"value": "00000000:05:00.0"}},
 						{"link": 1, "state": {"value": 1}, "version": {"value": 4}, "remote_type": {"value": 2},
@@ -113,6 +136,15 @@ func TestConvertProbe(t *testing.T) {
 						{Link: 0, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:05:00.0"}), RemoteType: failed[int](notSupported)},
 						{Link: 1, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:06:00.0", PCIDeviceID: 0x22b310de}), RemoteType: ok(2)},
 					},
+					Persistence:             okp(0),
+					ECCUncorrectedVolatile:  okp[uint64](3),
+					ECCUncorrectedAggregate: failedp[uint64](notSupported),
+					RemappedRows:            okp(ReplayRemappedRows{Correctable: 1, Uncorrectable: 2, Pending: true}),
+					RetiredPages:            failedp[ReplayRetiredPages](notSupported),
+					RetiredPagesPending:     failedp[int](notSupported),
+					Fabric:                  okp(ReplayFabric{State: 3}),
+					RecoveryAction:          failedp[int](notSupported),
+					PCIeReplay:              failedp[int](notSupported),
 				}},
 			},
 		},
@@ -123,13 +155,13 @@ func TestConvertProbe(t *testing.T) {
 			want: ReplayFile{
 				Version: ReplayVersion, DriverVersion: failed[string](notSupported), NVMLVersion: failed[string](notSupported),
 				CUDADriverVersion: failed[int](notSupported), DeviceCount: ok(1),
-				Devices: []ReplayDevice{{
+				Devices: []ReplayDevice{withHealth(ReplayDevice{
 					PCI:  ok(ReplayPCI{BusID: "00:06.0", PCIDeviceID: 1, PCISubsystemID: 2}),
 					UUID: failed[string](notSupported), Name: failed[string](notSupported), Minor: failed[int](notSupported),
 					NUMANode: failed[int](notSupported), CPUAffinity: failed[[]uint64](notSupported),
 					PCIeGen: failed[int](notSupported), PCIeMaxGen: failed[int](notSupported),
 					PCIeWidth: failed[int](notSupported), PCIeMaxWidth: failed[int](notSupported),
-				}},
+				}, notSupported)},
 			},
 		},
 		{
@@ -146,6 +178,11 @@ func TestConvertProbe(t *testing.T) {
 			name:    "bad remote",
 			probe:   `{"devices": [{"nvlinks": [{"link": 0, "remote": {"value": 7}}]}]}`,
 			wantErr: "devices[0].nvlinks[0].remote: value is neither a bus id nor a PciInfo",
+		},
+		{
+			name:    "bad remapped rows",
+			probe:   `{"devices": [{"remapped_rows": {"value": [0, 0, false]}}]}`,
+			wantErr: "devices[0].remapped_rows: value is not an array of 4 results",
 		},
 		{name: "not json", probe: `{`, wantErr: "nvml: probe: unexpected EOF"},
 	} {

@@ -44,6 +44,12 @@ func TestDocExamples(t *testing.T) {
 					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:06:00.0", RemoteType: RemoteNVSwitch},
 					{Link: 2},
 				},
+				Health: Health{
+					Persistence: boolp(true), ECCUncorrectedVolatile: uint64p(0), ECCUncorrectedAggregate: uint64p(0),
+					RemappedRowsCorrectable: intp(0), RemappedRowsUncorrectable: intp(0),
+					RemapPending: boolp(false), RemapFailure: boolp(false),
+					FabricState: intp(3), FabricStatus: intp(0), RecoveryAction: intp(0), PCIeReplay: uint64p(0),
+				},
 			},
 			{Index: 1, State: StateLost, Err: "DeviceGetHandleByIndex: ERROR_GPU_IS_LOST"},
 		},

@@ -26,7 +26,21 @@ func span(lo, hi int) []int {
 	return s
 }
 
-func intp(v int) *int { return &v }
+func okp[T any](v T) *Answer[T]          { return &Answer[T]{Value: v} }
+func failedp[T any](r string) *Answer[T] { return &Answer[T]{Return: r} }
+
+func intp(v int) *int          { return &v }
+func boolp(v bool) *bool       { return &v }
+func uint64p(v uint64) *uint64 { return &v }
+
+// withHealth sets every health answer of d to r.
+func withHealth(d ReplayDevice, r string) ReplayDevice {
+	d.Persistence, d.RetiredPagesPending = failedp[int](r), failedp[int](r)
+	d.ECCUncorrectedVolatile, d.ECCUncorrectedAggregate = failedp[uint64](r), failedp[uint64](r)
+	d.RemappedRows, d.RetiredPages = failedp[ReplayRemappedRows](r), failedp[ReplayRetiredPages](r)
+	d.Fabric, d.RecoveryAction, d.PCIeReplay = failedp[ReplayFabric](r), failedp[int](r), failedp[int](r)
+	return d
+}
 
 // hgxFile is two GPUs of a two-socket HGX H100 (224 CPUs, SMT on): GPU 0
 // on socket 0 with four NVLinks to NVSwitches (link 2 down), GPU 1 on
@@ -69,6 +83,15 @@ func hgxFile() ReplayFile {
 					nvswitch(2, "", false),
 					nvswitch(3, "00000000:07:00.0", true),
 				},
+				Persistence:             okp(1),
+				ECCUncorrectedVolatile:  okp[uint64](0),
+				ECCUncorrectedAggregate: okp[uint64](2),
+				RemappedRows:            okp(ReplayRemappedRows{Correctable: 1}),
+				RetiredPages:            okp(ReplayRetiredPages{}),
+				RetiredPagesPending:     okp(0),
+				Fabric:                  okp(ReplayFabric{State: 3, Status: 0}),
+				RecoveryAction:          okp(0),
+				PCIeReplay:              okp(5),
 			},
 			{
 				PCI:      ok(ReplayPCI{BusID: "00000000:9A:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}),
@@ -86,6 +109,16 @@ func hgxFile() ReplayFile {
 					{Link: 0, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(0)},
 					{Link: 1, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(1)},
 				},
+				// A GPU in trouble, off any NVSwitch fabric.
+				Persistence:             okp(0),
+				ECCUncorrectedVolatile:  failedp[uint64](notSupported),
+				ECCUncorrectedAggregate: failedp[uint64](notSupported),
+				RemappedRows:            okp(ReplayRemappedRows{Uncorrectable: 2, Pending: true}),
+				RetiredPages:            okp(ReplayRetiredPages{MultipleSingleBit: 1, DoubleBit: 2}),
+				RetiredPagesPending:     okp(1),
+				Fabric:                  okp(ReplayFabric{}),
+				RecoveryAction:          failedp[int](notSupported),
+				PCIeReplay:              okp(0),
 			},
 		},
 	}
@@ -111,6 +144,13 @@ func hgxWant() Result {
 					{Link: 2},
 					{Link: 3, Active: true, Version: 4, RemoteBusID: "0000:07:00.0", RemoteType: RemoteNVSwitch},
 				},
+				Health: Health{
+					Persistence: boolp(true), ECCUncorrectedVolatile: uint64p(0), ECCUncorrectedAggregate: uint64p(2),
+					RemappedRowsCorrectable: intp(1), RemappedRowsUncorrectable: intp(0),
+					RemapPending: boolp(false), RemapFailure: boolp(false),
+					RetiredPages: intp(0), RetiredPagesPending: boolp(false),
+					FabricState: intp(3), FabricStatus: intp(0), RecoveryAction: intp(0), PCIeReplay: uint64p(5),
+				},
 			},
 			{
 				Index: 1, BusID: "0000:9a:00.0", State: StateOK,
@@ -121,6 +161,12 @@ func hgxWant() Result {
 				NVLinks: []NVLink{
 					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteGPU},
 					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteOther},
+				},
+				Health: Health{
+					Persistence:             boolp(false),
+					RemappedRowsCorrectable: intp(0), RemappedRowsUncorrectable: intp(2),
+					RemapPending: boolp(true), RemapFailure: boolp(false),
+					RetiredPages: intp(3), RetiredPagesPending: boolp(true), PCIeReplay: uint64p(0),
 				},
 			},
 		},
@@ -159,9 +205,20 @@ func failuresFile() ReplayFile {
 				PCIeWidth:    ok(16),
 				PCIeMaxWidth: ok(16),
 				NVLinks:      []ReplayNVLink{unsupportedLink(0), unsupportedLink(1), unsupportedLink(2)},
+				// A VM: no fabric, no retired pages, a recovery action
+				// that fails.
+				Persistence:             okp(1),
+				ECCUncorrectedVolatile:  okp[uint64](0),
+				ECCUncorrectedAggregate: failedp[uint64](notSupported),
+				RemappedRows:            okp(ReplayRemappedRows{}),
+				RetiredPages:            failedp[ReplayRetiredPages](notSupported),
+				RetiredPagesPending:     failedp[int](notSupported),
+				Fabric:                  okp(ReplayFabric{}),
+				RecoveryAction:          failedp[int](unknownError),
+				PCIeReplay:              okp(0),
 			},
 			{Handle: gpuIsLost},
-			{
+			withHealth(ReplayDevice{
 				PCI:          ok(ReplayPCI{BusID: "00000000:1A:00.0", PCIDeviceID: 0x233510de, PCISubsystemID: 0x18bf10de}),
 				UUID:         ok("GPU-aaaaaaaa-0000-0000-0000-000000000002"),
 				Name:         ok("NVIDIA H200"),
@@ -173,7 +230,7 @@ func failuresFile() ReplayFile {
 				PCIeWidth:    failed[int](gpuIsLost),
 				PCIeMaxWidth: failed[int](gpuIsLost),
 				NVLinks:      []ReplayNVLink{lostLink(0)},
-			},
+			}, gpuIsLost),
 		},
 	}
 }
@@ -190,6 +247,11 @@ func failuresWant() Result {
 				UUID: "GPU-aaaaaaaa-0000-0000-0000-000000000000", Name: "NVIDIA H200",
 				CPUAffinity: span(0, 15),
 				PCIeGen:     5, PCIeMaxGen: 5, PCIeWidth: 16, PCIeMaxWidth: 16,
+				Health: Health{
+					Persistence: boolp(true), ECCUncorrectedVolatile: uint64p(0),
+					RemappedRowsCorrectable: intp(0), RemappedRowsUncorrectable: intp(0),
+					RemapPending: boolp(false), RemapFailure: boolp(false), PCIeReplay: uint64p(0),
+				},
 			},
 			{Index: 1, State: StateLost, Err: "DeviceGetHandleByIndex: ERROR_GPU_IS_LOST"},
 			{
@@ -200,6 +262,7 @@ func failuresWant() Result {
 		Warnings: []string{
 			"SystemGetCudaDriverVersion: ERROR_UNKNOWN",
 			"GPU 0 (0000:00:06.0): GetMinorNumber: ERROR_UNKNOWN",
+			"GPU 0 (0000:00:06.0): GetFieldValues(FI_DEV_GET_GPU_RECOVERY_ACTION): ERROR_UNKNOWN",
 			"GPU 1: DeviceGetHandleByIndex: ERROR_GPU_IS_LOST",
 			"GPU 2 (0000:1a:00.0): GetNumaNodeId: ERROR_GPU_IS_LOST",
 		},

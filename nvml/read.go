@@ -53,6 +53,36 @@ type GPU struct {
 	NVLinkVisible bool
 	// NVLinks lists the links whose GetNvLinkState succeeded.
 	NVLinks []NVLink
+	// Health holds the health calls' answers.
+	Health Health
+}
+
+// Health is what NVML says of a GPU's health. A nil field means NVML did
+// not say: the call answered ERROR_NOT_SUPPORTED or failed (a failure is
+// also a warning). Its fields match topology.GPUHealth's one for one.
+type Health struct {
+	Persistence *bool // GetPersistenceMode is FEATURE_ENABLED
+	// GetTotalEccErrors(MEMORY_ERROR_TYPE_UNCORRECTED, VOLATILE_ECC / AGGREGATE_ECC).
+	ECCUncorrectedVolatile  *uint64
+	ECCUncorrectedAggregate *uint64
+	// GetRemappedRows: corrRows, uncRows, isPending, failureOccurred.
+	RemappedRowsCorrectable   *int
+	RemappedRowsUncorrectable *int
+	RemapPending              *bool
+	RemapFailure              *bool
+	// RetiredPages counts GetRetiredPages' pages of both causes; nil when
+	// either cause fails.
+	RetiredPages        *int
+	RetiredPagesPending *bool // GetRetiredPagesPendingStatus is FEATURE_ENABLED
+	// GetGpuFabricInfo's State (1 not started, 2 in progress, 3 completed)
+	// and Status (an nvml.Return, set only once State is completed). Both
+	// are nil where State is GPU_FABRIC_STATE_NOT_SUPPORTED (0), as on
+	// GPUs outside an NVSwitch fabric.
+	FabricState  *int
+	FabricStatus *int
+	// RecoveryAction is GetFieldValues' FI_DEV_GET_GPU_RECOVERY_ACTION.
+	RecoveryAction *int
+	PCIeReplay     *uint64 // GetPcieReplayCounter
 }
 
 // NVLink remote types.
@@ -247,11 +277,80 @@ func (g *gpuReader) read(lib nvml.Interface) {
 		},
 		func() { g.readNVLinks(dev) },
 	}
+	steps = append(steps, g.healthSteps(dev)...)
 	for _, step := range steps {
 		if g.lost() {
 			return
 		}
 		step()
+	}
+}
+
+// healthSteps are the steps that fill Health.
+func (g *gpuReader) healthSteps(dev nvml.Device) []func() {
+	h := &g.gpu.Health
+	enabled := func(s nvml.EnableState) *bool { b := s == nvml.FEATURE_ENABLED; return &b }
+	return []func(){
+		func() {
+			if v, r := dev.GetPersistenceMode(); g.ok("GetPersistenceMode", r) {
+				h.Persistence = enabled(v)
+			}
+		},
+		func() {
+			if v, r := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); g.ok("GetTotalEccErrors(UNCORRECTED, VOLATILE)", r) {
+				h.ECCUncorrectedVolatile = &v
+			}
+		},
+		func() {
+			if v, r := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC); g.ok("GetTotalEccErrors(UNCORRECTED, AGGREGATE)", r) {
+				h.ECCUncorrectedAggregate = &v
+			}
+		},
+		func() {
+			if corr, unc, pending, failure, r := dev.GetRemappedRows(); g.ok("GetRemappedRows", r) {
+				h.RemappedRowsCorrectable, h.RemappedRowsUncorrectable = &corr, &unc
+				h.RemapPending, h.RemapFailure = &pending, &failure
+			}
+		},
+		func() {
+			single, r := dev.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+			if !g.ok("GetRetiredPages(MULTIPLE_SINGLE_BIT_ECC_ERRORS)", r) || g.lost() {
+				return
+			}
+			double, r := dev.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+			if g.ok("GetRetiredPages(DOUBLE_BIT_ECC_ERROR)", r) {
+				n := len(single) + len(double)
+				h.RetiredPages = &n
+			}
+		},
+		func() {
+			if v, r := dev.GetRetiredPagesPendingStatus(); g.ok("GetRetiredPagesPendingStatus", r) {
+				h.RetiredPagesPending = enabled(v)
+			}
+		},
+		func() {
+			info, r := dev.GetGpuFabricInfo()
+			if !g.ok("GetGpuFabricInfo", r) || info.State == nvml.GPU_FABRIC_STATE_NOT_SUPPORTED {
+				return
+			}
+			state := int(info.State)
+			h.FabricState = &state
+			if info.State == nvml.GPU_FABRIC_STATE_COMPLETED {
+				status := int(info.Status)
+				h.FabricStatus = &status
+			}
+		},
+		func() {
+			if v, r := recoveryAction(dev); g.ok("GetFieldValues(FI_DEV_GET_GPU_RECOVERY_ACTION)", r) {
+				h.RecoveryAction = &v
+			}
+		},
+		func() {
+			if v, r := dev.GetPcieReplayCounter(); g.ok("GetPcieReplayCounter", r) && v >= 0 {
+				n := uint64(v)
+				h.PCIeReplay = &n
+			}
+		},
 	}
 }
 

@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -59,6 +60,7 @@ func recordDevice(lib nvml.Interface, i int) ReplayDevice {
 		PCIeWidth:    recordAnswer(dev.GetCurrPcieLinkWidth()),
 		PCIeMaxWidth: recordAnswer(dev.GetMaxPcieLinkWidth()),
 	}
+	recordHealth(dev, &d)
 	for n := range nvml.NVLINK_MAX_LINKS {
 		state, r := dev.GetNvLinkState(n)
 		if r == nvml.ERROR_INVALID_ARGUMENT {
@@ -73,6 +75,66 @@ func recordDevice(lib nvml.Interface, i int) ReplayDevice {
 		})
 	}
 	return d
+}
+
+// recordHealth asks the health calls.
+func recordHealth(dev nvml.Device, d *ReplayDevice) {
+	enable := recordAs(func(s nvml.EnableState) int { return int(s) })
+	ptr := func(a Answer[int]) *Answer[int] { return &a }
+	d.Persistence = ptr(enable(dev.GetPersistenceMode()))
+	vol := recordAnswer(dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC))
+	agg := recordAnswer(dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC))
+	d.ECCUncorrectedVolatile, d.ECCUncorrectedAggregate = &vol, &agg
+
+	corr, unc, pending, failure, r := dev.GetRemappedRows()
+	rows := recordAnswer(ReplayRemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pending, Failure: failure}, r)
+	d.RemappedRows = &rows
+
+	single, r1 := dev.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+	double, r2 := dev.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+	if r1 == nvml.SUCCESS {
+		r1 = r2
+	}
+	pages := recordAnswer(ReplayRetiredPages{MultipleSingleBit: len(single), DoubleBit: len(double)}, r1)
+	d.RetiredPages = &pages
+	d.RetiredPagesPending = ptr(enable(dev.GetRetiredPagesPendingStatus()))
+
+	fabric := recordAs(func(f nvml.GpuFabricInfo) ReplayFabric {
+		return ReplayFabric{State: int(f.State), Status: int(f.Status)}
+	})(dev.GetGpuFabricInfo())
+	d.Fabric = &fabric
+	d.RecoveryAction = ptr(recordAnswer(recoveryAction(dev)))
+	d.PCIeReplay = ptr(recordAnswer(dev.GetPcieReplayCounter()))
+}
+
+// recoveryAction asks GetFieldValues for FI_DEV_GET_GPU_RECOVERY_ACTION:
+// the field's value, or the call's failure, else the field's.
+func recoveryAction(dev nvml.Device) (int, nvml.Return) {
+	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+	if r := dev.GetFieldValues(values); r != nvml.SUCCESS {
+		return 0, r
+	}
+	return fieldInt(values[0])
+}
+
+// fieldInt reads an integer FieldValue; a double or unknown value type
+// answers ERROR_UNKNOWN.
+func fieldInt(fv nvml.FieldValue) (int, nvml.Return) {
+	if r := nvml.Return(fv.NvmlReturn); r != nvml.SUCCESS {
+		return 0, r
+	}
+	v := fv.Value[:]
+	switch nvml.ValueType(fv.ValueType) {
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return int(binary.LittleEndian.Uint32(v)), nvml.SUCCESS
+	case nvml.VALUE_TYPE_SIGNED_INT:
+		return int(int32(binary.LittleEndian.Uint32(v))), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return int(binary.LittleEndian.Uint64(v)), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return int(binary.LittleEndian.Uint16(v)), nvml.SUCCESS
+	}
+	return 0, nvml.ERROR_UNKNOWN
 }
 
 // recordAnswer is one answer as nvml.json keeps it: the value on success,

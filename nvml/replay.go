@@ -2,6 +2,7 @@ package nvml
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,6 +145,24 @@ func (f *ReplayFile) validate() error {
 		} {
 			check(at(a.field), a.ret)
 		}
+		for _, a := range []struct {
+			field string
+			ret   *string
+		}{
+			{"persistence", retOf(d.Persistence)},
+			{"ecc_uncorrected_volatile", retOf(d.ECCUncorrectedVolatile)},
+			{"ecc_uncorrected_aggregate", retOf(d.ECCUncorrectedAggregate)},
+			{"remapped_rows", retOf(d.RemappedRows)},
+			{"retired_pages", retOf(d.RetiredPages)},
+			{"retired_pages_pending", retOf(d.RetiredPagesPending)},
+			{"fabric", retOf(d.Fabric)},
+			{"recovery_action", retOf(d.RecoveryAction)},
+			{"pcie_replay", retOf(d.PCIeReplay)},
+		} {
+			if a.ret != nil {
+				check(at(a.field), *a.ret)
+			}
+		}
 		seen := map[int]bool{}
 		for j, l := range d.NVLinks {
 			lat := func(field string) string { return at(fmt.Sprintf("nvlinks[%d].%s", j, field)) }
@@ -191,6 +210,24 @@ func answerAs[T, U any](a Answer[T], r nvml.Return, conv func(T) U) (U, nvml.Ret
 	}
 	var zero U
 	return zero, r
+}
+
+// retOf is an optional answer's Return, nil when the file does not record
+// the call.
+func retOf[T any](a *Answer[T]) *string {
+	if a == nil {
+		return nil
+	}
+	return &a.Return
+}
+
+// optional is the answer of a call the file may leave out: a missing one
+// answers ERROR_NOT_SUPPORTED.
+func optional[T any](a *Answer[T]) Answer[T] {
+	if a == nil {
+		return Answer[T]{Return: returnName(nvml.ERROR_NOT_SUPPORTED)}
+	}
+	return *a
 }
 
 // ready answers ERROR_UNINITIALIZED unless Init has succeeded more often
@@ -424,6 +461,62 @@ func (l *replayLib) DeviceGetNvLinkRemoteDeviceType(d nvml.Device, link int) (nv
 	return d.GetNvLinkRemoteDeviceType(link)
 }
 
+func (l *replayLib) DeviceGetPersistenceMode(d nvml.Device) (nvml.EnableState, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetPersistenceMode()
+}
+
+func (l *replayLib) DeviceGetTotalEccErrors(d nvml.Device, t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetTotalEccErrors(t, c)
+}
+
+func (l *replayLib) DeviceGetRemappedRows(d nvml.Device) (int, int, bool, bool, nvml.Return) {
+	if d == nil {
+		return 0, 0, false, false, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetRemappedRows()
+}
+
+func (l *replayLib) DeviceGetRetiredPages(d nvml.Device, cause nvml.PageRetirementCause) ([]uint64, nvml.Return) {
+	if d == nil {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetRetiredPages(cause)
+}
+
+func (l *replayLib) DeviceGetRetiredPagesPendingStatus(d nvml.Device) (nvml.EnableState, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetRetiredPagesPendingStatus()
+}
+
+func (l *replayLib) DeviceGetGpuFabricInfo(d nvml.Device) (nvml.GpuFabricInfo, nvml.Return) {
+	if d == nil {
+		return nvml.GpuFabricInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetGpuFabricInfo()
+}
+
+func (l *replayLib) DeviceGetPcieReplayCounter(d nvml.Device) (int, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetPcieReplayCounter()
+}
+
+func (l *replayLib) DeviceGetFieldValues(d nvml.Device, values []nvml.FieldValue) nvml.Return {
+	if d == nil {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetFieldValues(values)
+}
+
 // ready answers ERROR_INVALID_ARGUMENT for a nil device and
 // ERROR_UNINITIALIZED while the library is not initialised.
 func (d *replayDevice) ready() nvml.Return {
@@ -580,6 +673,114 @@ func (d *replayDevice) GetNvLinkRemoteDeviceType(n int) (nvml.IntNvLinkDeviceTyp
 		return 0, r
 	}
 	return answerAs(l.RemoteType, r, func(v int) nvml.IntNvLinkDeviceType { return nvml.IntNvLinkDeviceType(v) })
+}
+
+func (d *replayDevice) GetPersistenceMode() (nvml.EnableState, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[int] { return h.Persistence })), d.ready(),
+		func(v int) nvml.EnableState { return nvml.EnableState(v) })
+}
+
+// GetTotalEccErrors answers the recorded uncorrected counts; corrected
+// errors are not recorded and answer ERROR_NOT_SUPPORTED.
+func (d *replayDevice) GetTotalEccErrors(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+	r := d.ready()
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	var a *Answer[uint64]
+	switch {
+	case t != nvml.MEMORY_ERROR_TYPE_UNCORRECTED:
+	case c == nvml.VOLATILE_ECC:
+		a = d.rec.ECCUncorrectedVolatile
+	case c == nvml.AGGREGATE_ECC:
+		a = d.rec.ECCUncorrectedAggregate
+	}
+	return answerAs(optional(a), r, same[uint64])
+}
+
+func (d *replayDevice) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
+	v, r := answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[ReplayRemappedRows] { return h.RemappedRows })),
+		d.ready(), same[ReplayRemappedRows])
+	return v.Correctable, v.Uncorrectable, v.Pending, v.Failure, r
+}
+
+// GetRetiredPages answers as many made-up page addresses as the file
+// records for cause.
+func (d *replayDevice) GetRetiredPages(cause nvml.PageRetirementCause) ([]uint64, nvml.Return) {
+	v, r := answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[ReplayRetiredPages] { return h.RetiredPages })),
+		d.ready(), same[ReplayRetiredPages])
+	if r != nvml.SUCCESS {
+		return nil, r
+	}
+	var n int
+	switch cause {
+	case nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS:
+		n = v.MultipleSingleBit
+	case nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR:
+		n = v.DoubleBit
+	default:
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	pages := make([]uint64, max(n, 0))
+	for i := range pages {
+		pages[i] = uint64(cause)<<40 | uint64(i+1)<<12
+	}
+	return pages, nvml.SUCCESS
+}
+
+func (d *replayDevice) GetRetiredPagesPendingStatus() (nvml.EnableState, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[int] { return h.RetiredPagesPending })), d.ready(),
+		func(v int) nvml.EnableState { return nvml.EnableState(v) })
+}
+
+func (d *replayDevice) GetGpuFabricInfo() (nvml.GpuFabricInfo, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[ReplayFabric] { return h.Fabric })), d.ready(),
+		func(f ReplayFabric) nvml.GpuFabricInfo {
+			return nvml.GpuFabricInfo{State: uint8(f.State), Status: uint32(f.Status)}
+		})
+}
+
+func (d *replayDevice) GetPcieReplayCounter() (int, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[int] { return h.PCIeReplay })), d.ready(), same[int])
+}
+
+// GetFieldValues answers FI_DEV_GET_GPU_RECOVERY_ACTION (scope 0) from the
+// file, as an unsigned int; every other field gets nvmlReturn
+// ERROR_NOT_SUPPORTED. The call itself succeeds once the library is
+// initialised and values is not empty.
+func (d *replayDevice) GetFieldValues(values []nvml.FieldValue) nvml.Return {
+	if r := d.ready(); r != nvml.SUCCESS {
+		return r
+	}
+	if len(values) == 0 {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	for i := range values {
+		fv := &values[i]
+		fv.NvmlReturn, fv.ValueType, fv.Value = uint32(nvml.ERROR_NOT_SUPPORTED), 0, [8]byte{}
+		if fv.FieldId != nvml.FI_DEV_GET_GPU_RECOVERY_ACTION || fv.ScopeId != 0 {
+			continue
+		}
+		v, r := answer(optional(d.rec.RecoveryAction))
+		if v < 0 {
+			v = 0
+		}
+		fv.NvmlReturn = uint32(r)
+		if r == nvml.SUCCESS {
+			fv.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			binary.LittleEndian.PutUint32(fv.Value[:4], uint32(v))
+		}
+	}
+	return nvml.SUCCESS
+}
+
+// recField reads one optional answer of the device; nil for a nil device
+// (whose ready answers the error).
+func recField[T any](d *replayDevice, get func(*ReplayDevice) *Answer[T]) *Answer[T] {
+	if d == nil || d.rec == nil {
+		return nil
+	}
+	return get(d.rec)
 }
 
 func same[T any](v T) T { return v }

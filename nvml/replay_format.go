@@ -61,6 +61,57 @@ type ReplayDevice struct {
 	// whose state answers ERROR_INVALID_ARGUMENT. A link above every listed
 	// one replays as ERROR_INVALID_ARGUMENT, a gap as ERROR_NOT_SUPPORTED.
 	NVLinks []ReplayNVLink `json:"nvlinks"`
+
+	// Health calls. Each is optional in the file: a missing one (a file
+	// written before they were recorded) replays as ERROR_NOT_SUPPORTED.
+	// Record always writes them.
+
+	// Persistence is GetPersistenceMode: 1 enabled, 0 disabled.
+	Persistence *Answer[int] `json:"persistence,omitempty"`
+	// ECCUncorrectedVolatile and ECCUncorrectedAggregate are
+	// GetTotalEccErrors(MEMORY_ERROR_TYPE_UNCORRECTED, VOLATILE_ECC) and
+	// (..., AGGREGATE_ECC).
+	ECCUncorrectedVolatile  *Answer[uint64]             `json:"ecc_uncorrected_volatile,omitempty"`
+	ECCUncorrectedAggregate *Answer[uint64]             `json:"ecc_uncorrected_aggregate,omitempty"`
+	RemappedRows            *Answer[ReplayRemappedRows] `json:"remapped_rows,omitempty"` // GetRemappedRows
+	// RetiredPages is GetRetiredPages for each cause, as page counts (the
+	// replay answers that many made-up page addresses). When either cause
+	// fails the answer is the first failure.
+	RetiredPages *Answer[ReplayRetiredPages] `json:"retired_pages,omitempty"`
+	// RetiredPagesPending is GetRetiredPagesPendingStatus: 1 pending.
+	RetiredPagesPending *Answer[int]          `json:"retired_pages_pending,omitempty"`
+	Fabric              *Answer[ReplayFabric] `json:"fabric,omitempty"` // GetGpuFabricInfo
+	// RecoveryAction is GetFieldValues' answer for
+	// FI_DEV_GET_GPU_RECOVERY_ACTION (0 none, 1 GPU reset, 2 node reboot,
+	// 3 drain P2P, 4 drain and reset, ...); a failure is the field's
+	// nvmlReturn, or the call's when the call itself failed.
+	RecoveryAction *Answer[int] `json:"recovery_action,omitempty"`
+	PCIeReplay     *Answer[int] `json:"pcie_replay,omitempty"` // GetPcieReplayCounter
+}
+
+// ReplayRemappedRows is GetRemappedRows' answer.
+type ReplayRemappedRows struct {
+	Correctable   int  `json:"correctable"`   // corrRows
+	Uncorrectable int  `json:"uncorrectable"` // uncRows
+	Pending       bool `json:"pending"`       // isPending
+	Failure       bool `json:"failure"`       // failureOccurred
+}
+
+// ReplayRetiredPages is GetRetiredPages' page count for each cause.
+type ReplayRetiredPages struct {
+	// PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+	MultipleSingleBit int `json:"multiple_single_bit"`
+	DoubleBit         int `json:"double_bit"` // PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+}
+
+// ReplayFabric is the part of GetGpuFabricInfo's GpuFabricInfo the format
+// keeps.
+type ReplayFabric struct {
+	// State: 0 NOT_SUPPORTED, 1 NOT_STARTED, 2 IN_PROGRESS, 3 COMPLETED.
+	State int `json:"state"`
+	// Status is the nvml.Return of the fabric registration (0 SUCCESS);
+	// NVML sets it once State is COMPLETED.
+	Status int `json:"status"`
 }
 
 // ReplayNVLink is one link's answers.

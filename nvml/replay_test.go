@@ -25,6 +25,8 @@ var replayedDevice = []string{
 	"GetPciInfo", "GetUUID", "GetName", "GetMinorNumber", "GetIndex", "GetNumaNodeId", "GetCpuAffinity",
 	"GetCurrPcieLinkGeneration", "GetMaxPcieLinkGeneration", "GetCurrPcieLinkWidth", "GetMaxPcieLinkWidth",
 	"GetNvLinkState", "GetNvLinkVersion", "GetNvLinkRemotePciInfo", "GetNvLinkRemoteDeviceType",
+	"GetPersistenceMode", "GetTotalEccErrors", "GetRemappedRows", "GetRetiredPages",
+	"GetRetiredPagesPendingStatus", "GetGpuFabricInfo", "GetFieldValues", "GetPcieReplayCounter",
 }
 
 func init() {
@@ -134,6 +136,12 @@ func TestReplayForms(t *testing.T) {
 						args = append(args, reflect.ValueOf(64))
 					case "GetNvLinkState", "GetNvLinkVersion", "GetNvLinkRemotePciInfo", "GetNvLinkRemoteDeviceType":
 						args = append(args, reflect.ValueOf(1))
+					case "GetTotalEccErrors":
+						args = append(args, reflect.ValueOf(nvml.MEMORY_ERROR_TYPE_UNCORRECTED), reflect.ValueOf(nvml.AGGREGATE_ECC))
+					case "GetRetiredPages":
+						args = append(args, reflect.ValueOf(nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR))
+					case "GetFieldValues":
+						args = append(args, reflect.ValueOf([]nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}))
 					}
 					want := reflect.ValueOf(dev).MethodByName(m).Call(args)
 					got := reflect.ValueOf(lib).MethodByName("Device" + m).Call(append([]reflect.Value{reflect.ValueOf(dev)}, args...))
@@ -352,5 +360,63 @@ func TestSysfsBusID(t *testing.T) {
 		if (err != nil) != tc.wantErr || got != tc.want {
 			t.Errorf("SysfsBusID(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+// TestReplayHealth: the health calls answer the file, a file without them
+// answers NOT_SUPPORTED, and Read turns a lost GPU's health answer into
+// state lost.
+func TestReplayHealth(t *testing.T) {
+	lib := NewReplay(hgxFile())
+	lib.Init()
+	dev, _ := lib.DeviceGetHandleByIndex(1)
+	if pages, r := dev.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR); r != nvml.SUCCESS || len(pages) != 2 || pages[0] == pages[1] {
+		t.Errorf("GetRetiredPages(DOUBLE_BIT) = %#x, %v; want 2 distinct pages", pages, r)
+	}
+	if _, r := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC); r != nvml.ERROR_NOT_SUPPORTED {
+		t.Errorf("corrected ECC = %v, want NOT_SUPPORTED", r)
+	}
+	dev0, _ := lib.DeviceGetHandleByIndex(0)
+	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_MEMORY_TEMP}, {FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+	if r := dev0.GetFieldValues(values); r != nvml.SUCCESS ||
+		nvml.Return(values[0].NvmlReturn) != nvml.ERROR_NOT_SUPPORTED || nvml.Return(values[1].NvmlReturn) != nvml.SUCCESS ||
+		nvml.ValueType(values[1].ValueType) != nvml.VALUE_TYPE_UNSIGNED_INT {
+		t.Errorf("GetFieldValues = %v, %+v", r, values)
+	}
+	if info, r := dev0.GetGpuFabricInfo(); r != nvml.SUCCESS || info.State != nvml.GPU_FABRIC_STATE_COMPLETED {
+		t.Errorf("GetGpuFabricInfo = %+v, %v", info, r)
+	}
+
+	// A file written before the health calls: all NOT_SUPPORTED, no warning.
+	old := hgxFile()
+	for i := range old.Devices {
+		d := &old.Devices[i]
+		d.Persistence, d.ECCUncorrectedVolatile, d.ECCUncorrectedAggregate = nil, nil, nil
+		d.RemappedRows, d.RetiredPages, d.RetiredPagesPending = nil, nil, nil
+		d.Fabric, d.RecoveryAction, d.PCIeReplay = nil, nil, nil
+	}
+	res := Read(NewReplay(old))
+	for _, g := range res.GPUs {
+		if !cmp.Equal(g.Health, Health{}) {
+			t.Errorf("GPU %d health without health answers = %+v, want all nil", g.Index, g.Health)
+		}
+	}
+	if len(res.Warnings) != 0 {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+
+	// A GPU lost at its first health call.
+	lost := hgxFile()
+	lost.Devices[0].Persistence = failedp[int](gpuIsLost)
+	res = Read(NewReplay(lost))
+	if g := res.GPUs[0]; g.State != StateLost || g.Err != "GetPersistenceMode: ERROR_GPU_IS_LOST" || g.Health.ECCUncorrectedVolatile != nil {
+		t.Errorf("GPU 0 = %s %q %+v, want lost at GetPersistenceMode with nothing read after", g.State, g.Err, g.Health)
+	}
+
+	// validate names a bad health Return.
+	bad := hgxFile()
+	bad.Devices[0].Fabric = failedp[ReplayFabric]("ERROR_BOGUS")
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "devices[0].fabric") {
+		t.Errorf("validate = %v, want devices[0].fabric named", err)
 	}
 }

@@ -60,7 +60,12 @@ func validUTF8(s string) string {
 
 // nullable lists the keys whose null means "unknown" in the contract;
 // every other value, lists above all, must not be null.
-var nullable = map[string]bool{"numa_node": true, "gpu_numa_id": true, "nvml_index": true, "minor": true, "socket": true}
+var nullable = map[string]bool{"numa_node": true, "gpu_numa_id": true, "nvml_index": true, "minor": true, "socket": true,
+	// gpus[].health: nil where NVML is absent or answers NOT_SUPPORTED.
+	"persistence": true, "ecc_uncorrected_volatile": true, "ecc_uncorrected_aggregate": true,
+	"remapped_rows_correctable": true, "remapped_rows_uncorrectable": true, "remap_pending": true,
+	"remap_failure": true, "retired_pages": true, "retired_pages_pending": true, "fabric_state": true,
+	"fabric_status": true, "recovery_action": true, "pcie_replay": true}
 
 // TestJSONNoNullLists walks the JSON of every fixture (the empty one has
 // nil everywhere) and fails on a null anywhere but a nullable key.

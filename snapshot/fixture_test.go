@@ -41,7 +41,9 @@ var allowlistOracle = func() *regexp.Regexp {
 		node + `/node[0-9]+/(cpulist|cpumap|distance|meminfo|cpu[0-9]+|hugepages/[^/]+/[^/]+|access[01]/initiators/[^/]+)`,
 		`sys/class/dmi/id`,
 		`sys/devices/virtual/dmi/id/(sys_vendor|product_name|product_version|chassis_asset_tag|board_vendor|board_name|chassis_vendor)`,
-		`proc/(cpuinfo|meminfo|self/status|mounts|sys/kernel/hostname|driver/nvidia/version|driver/nvidia/gpus/[^/]+/information)`,
+		`proc/(cpuinfo|meminfo|self/status|mounts|sys/kernel/hostname|sys/kernel/osrelease|net/route|driver/nvidia/version|driver/nvidia/gpus/[^/]+/information)`,
+		`sys/module/(nvidia|nvidia_peermem|nvidia_uvm|efa|mlx5_core|ib_core)/initstate`,
+		`opt/microsoft/[^/]+/topo\.xml`,
 	}
 	return regexp.MustCompile(`^(` + strings.Join(alts, "|") + `)$`)
 }()

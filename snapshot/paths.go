@@ -120,6 +120,10 @@ var rules = []rule{
 	// Discovery: the NCCL topology files Azure's HPC images install, taken
 	// as the authority for PCIe placement on Azure.
 	{scope: scopeRoot, pattern: "opt/microsoft/*/topo.xml", action: copyFile, limit: procLimit, flat: true},
+	// Health (topo.gdr): the kernel release and whether the GPUDirect
+	// modules are loaded.
+	{scope: scopeRoot, pattern: "proc/sys/kernel/osrelease", action: copyFile, flat: true},
+	{scope: scopeRoot, pattern: "sys/module/{nvidia,nvidia_peermem,nvidia_uvm,efa,mlx5_core,ib_core}/initstate", action: copyFile, flat: true},
 	// Discovery (the front-end interface: the default route's). Addresses
 	// in it are IPs, which scrub does not touch (docs/snapshot.md).
 	{scope: scopeRoot, pattern: "proc/net/route", action: copyFile, limit: procLimit, flat: true},

@@ -197,6 +197,33 @@ type GPU struct {
 	// link (VMs, PCIe cards) or is absent.
 	NVLinkVisible bool     `json:"nvlink_visible"`
 	NVLinks       []NVLink `json:"nvlinks"`
+	// Health is what NVML says of the GPU's health; every field is nil
+	// where NVML is absent or answers NOT_SUPPORTED.
+	Health GPUHealth `json:"health"`
+}
+
+// GPUHealth holds NVML's health answers for one GPU (read at discovery).
+type GPUHealth struct {
+	Persistence *bool `json:"persistence"` // GetPersistenceMode
+	// ECC uncorrected error counts (GetTotalEccErrors, uncorrected).
+	ECCUncorrectedVolatile  *uint64 `json:"ecc_uncorrected_volatile"`
+	ECCUncorrectedAggregate *uint64 `json:"ecc_uncorrected_aggregate"`
+	// Row remapping (GetRemappedRows): counts and flags.
+	RemappedRowsCorrectable   *int  `json:"remapped_rows_correctable"`
+	RemappedRowsUncorrectable *int  `json:"remapped_rows_uncorrectable"`
+	RemapPending              *bool `json:"remap_pending"`
+	RemapFailure              *bool `json:"remap_failure"`
+	// Retired pages (GetRetiredPages for both causes; GetRetiredPagesPendingStatus).
+	RetiredPages        *int  `json:"retired_pages"`
+	RetiredPagesPending *bool `json:"retired_pages_pending"`
+	// Fabric (GetGpuFabricInfo): state 1 not started, 2 in progress,
+	// 3 completed; status is the nvml.Return of the registration.
+	FabricState  *int `json:"fabric_state"`
+	FabricStatus *int `json:"fabric_status"`
+	// RecoveryAction is the field value NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+	// (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset).
+	RecoveryAction *int    `json:"recovery_action"`
+	PCIeReplay     *uint64 `json:"pcie_replay"` // GetPcieReplayCounter
 }
 
 // NVLinkRemote says what the far end of a link is.

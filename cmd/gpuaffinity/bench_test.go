@@ -25,6 +25,8 @@ func BenchmarkCommands(b *testing.B) {
 		// exec's work before execve: discovery, env, map, plan (the
 		// syscalls themselves are microseconds).
 		{"exec-plan-root-dgx-h100", []string{"exec", "--dry-run", "--root", root, "--local-rank", "3", "--", "true"}},
+		// check: every check on the 8-GPU node (no counter interval).
+		{"check-root-dgx-h100", []string{"check", "--root", root, "--interval", "0"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

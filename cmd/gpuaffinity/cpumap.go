@@ -52,6 +52,7 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 				return fmt.Errorf("--ranks-per-gpu %d: want at least 1", ranksPerGPU)
 			}
 			n, err := nf.discover(cmd, g)
+			defer nf.cleanup()
 			if err != nil {
 				return err
 			}

@@ -56,6 +56,7 @@ nothing is printed on stdout. Warnings go to stderr.`,
 				return fmt.Errorf("-o %q: want sh, json or dotenv", output)
 			}
 			n, err := nf.discover(cmd, g)
+			defer nf.cleanup()
 			if err != nil {
 				return err
 			}

@@ -216,6 +216,7 @@ func planExec(cmd *cobra.Command, g *globals, nf *nodeFlags, f *execFlags, args 
 	}
 
 	n, err := nf.discover(cmd, g)
+	defer nf.cleanup()
 	haveNode := err == nil
 	if err != nil {
 		if !given || !live {

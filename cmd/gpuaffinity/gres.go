@@ -36,6 +36,7 @@ or minor number) go to stderr.`,
 				return err
 			}
 			n, err := nf.discover(cmd, g)
+			defer nf.cleanup()
 			if err != nil {
 				return err
 			}

@@ -26,6 +26,7 @@ ones (Azure ND); the grouping is inferred and says so in a comment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := nf.discover(cmd, g)
+			defer nf.cleanup()
 			if err != nil {
 				return err
 			}

@@ -17,6 +17,7 @@ import (
 // nodeFlags are the flags of every command that discovers the node.
 type nodeFlags struct {
 	demo        string
+	demoDir     string // the built demo machine, while the command runs
 	computeNICs []string
 	excludeNICs []string
 }
@@ -28,7 +29,9 @@ func (f *nodeFlags) register(cmd *cobra.Command) {
 }
 
 // discover runs discovery on the root, or on a demo machine built into a
-// temporary directory that is removed before returning.
+// temporary directory. The demo directory stays until the command ends
+// (cobra's PostRun would be skipped on error, so the caller defers
+// cleanup), because some commands read files there after discovery.
 func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, error) {
 	opts := discover.Options{Root: g.root, TopoFile: g.topoFile, Roles: topology.RoleOptions{
 		ComputeNICs: splitList(f.computeNICs), ExcludeNICs: splitList(f.excludeNICs)}}
@@ -40,20 +43,41 @@ func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, err
 		if err != nil {
 			return topology.Node{}, err
 		}
-		defer os.RemoveAll(dir)
+		f.demoDir = dir
 		if err := fakesys.BuildMachine(f.demo, dir); err != nil {
+			f.cleanup()
 			return topology.Node{}, fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
 		}
 		opts.Root = dir
 	}
 	n, err := discover.Discover(opts)
 	if err != nil {
+		f.cleanup()
 		return n, err
 	}
 	for _, w := range n.Warnings {
 		g.log.Debug("discovery", "warning", w)
 	}
+	if f.demoDir == "" {
+		f.cleanup()
+	}
 	return n, nil
+}
+
+// root is the root discovery read: the demo machine's while it lives.
+func (f *nodeFlags) root(g *globals) string {
+	if f.demoDir != "" {
+		return f.demoDir
+	}
+	return g.root
+}
+
+// cleanup removes the demo machine, if any.
+func (f *nodeFlags) cleanup() {
+	if f.demoDir != "" {
+		os.RemoveAll(f.demoDir)
+		f.demoDir = ""
+	}
 }
 
 var renderers = map[string]func(io.Writer, topology.Node) error{
@@ -84,6 +108,7 @@ contract (schema gpuaffinity.topology/v1, docs/topology-json.md); -o dot and
 				return fmt.Errorf("-o %q: want table, json, dot or mermaid", output)
 			}
 			n, err := nf.discover(cmd, g)
+			defer nf.cleanup()
 			if err != nil {
 				return err
 			}

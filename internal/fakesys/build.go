@@ -204,6 +204,12 @@ func (b *builder) virtualNet() {
 func (b *builder) proc() {
 	s, l, t := b.s, b.l, b.t
 	t.attr("proc/sys/kernel/hostname", cmpOr(s.Hostname, s.Name))
+	if s.Kernel.Release != "" {
+		t.attr("proc/sys/kernel/osrelease", s.Kernel.Release)
+	}
+	for _, m := range s.Kernel.Modules {
+		t.attr("sys/module/"+m+"/initstate", "live")
+	}
 	if s.DefaultRoute != "" {
 		// The kernel's format (net/ipv4/fib_trie.c fib_route_seq_show):
 		// a default route via 10.0.0.1 and the interface's own subnet.
@@ -265,6 +271,56 @@ func (b *builder) cpuinfo() string {
 			l.socketOf(s, n), c.CoresPerSocket*c.ThreadsPerCore, l.coreOf(s, n), c.CoresPerSocket, n)
 	}
 	return w.String()
+}
+
+// health writes the GPU's health answers: healthy defaults, then the gpu
+// block's health overrides. An NVSwitch GPU (active links, nvlink_remote
+// nvswitch) has completed fabric registration; any other answers fabric
+// state 0, GPU_FABRIC_STATE_NOT_SUPPORTED, as the H200 VM capture does.
+func health(d *nvml.ReplayDevice, g *GPU) {
+	h := g.Health
+	if h == nil {
+		h = &GPUHealth{}
+	}
+	persistence := 1
+	if h.Persistence != nil && !*h.Persistence {
+		persistence = 0
+	}
+	ecc := deref(h.ECCUncorrectedVolatile)
+	rows := nvml.ReplayRemappedRows{Pending: deref(h.RemapPending), Failure: deref(h.RemapFailure)}
+	var fabric nvml.ReplayFabric
+	if !g.NVLinks.NotSupported && g.NVLinks.N > 0 && g.NVLinkRemote != "gpu" {
+		fabric.State = 3 // GPU_FABRIC_STATE_COMPLETED
+	}
+	if h.FabricState != nil {
+		fabric.State = *h.FabricState
+	}
+	fabric.Status = deref(h.FabricStatus)
+	d.Persistence = &nvml.Answer[int]{Value: persistence}
+	d.ECCUncorrectedVolatile = &nvml.Answer[uint64]{Value: ecc}
+	d.ECCUncorrectedAggregate = &nvml.Answer[uint64]{Value: ecc}
+	d.RemappedRows = &nvml.Answer[nvml.ReplayRemappedRows]{Value: rows}
+	d.RetiredPages = &nvml.Answer[nvml.ReplayRetiredPages]{Value: nvml.ReplayRetiredPages{DoubleBit: deref(h.RetiredPages)}}
+	d.RetiredPagesPending = &nvml.Answer[int]{Value: b2i(deref(h.RetiredPagesPending))}
+	d.Fabric = &nvml.Answer[nvml.ReplayFabric]{Value: fabric}
+	d.RecoveryAction = &nvml.Answer[int]{Value: deref(h.RecoveryAction)}
+	d.PCIeReplay = &nvml.Answer[int]{Value: deref(h.PCIeReplay)}
+}
+
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // replay builds nvml.json from the GPUs' gpu blocks.
@@ -351,6 +407,7 @@ func (b *builder) replay() nvml.ReplayFile {
 			}
 			d.NVLinks = append(d.NVLinks, lk)
 		}
+		health(&d, g.gpu)
 		rf.Devices = append(rf.Devices, d)
 	}
 	return rf

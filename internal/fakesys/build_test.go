@@ -421,3 +421,58 @@ func BenchmarkBuild(b *testing.B) {
 		})
 	}
 }
+
+// TestGPUHealth: healthy defaults (fabric completed on an NVSwitch GPU,
+// NOT_SUPPORTED state elsewhere) and the health overrides, as Read sees
+// them.
+func TestGPUHealth(t *testing.T) {
+	spec := strings.Replace(minimal, "gpu: {index: 0, nvlinks: 0}", `gpu: {index: 0, nvlinks: 0, health: {persistence: false, ecc_uncorrected_volatile: 3,
+              remap_pending: true, remap_failure: true, retired_pages: 2, retired_pages_pending: true,
+              fabric_state: 2, fabric_status: 5, recovery_action: 1, pcie_replay: 9}}
+          - bdf: "0000:11:01.0"
+            kind: gpu
+            gpu: {index: 1, nvlinks: 18}
+          - bdf: "0000:11:02.0"
+            kind: gpu
+            gpu: {index: 2, nvlinks: not-supported}`, 1) + "nvml: {driver_version: \"1\", nvml_version: \"1\", cuda: 1}\n"
+	s, err := Parse("health.yaml", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := Build(s, root); err != nil {
+		t.Fatal(err)
+	}
+	lib, err := nvml.LoadReplay(filepath.Join(root, "nvml.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := nvml.Read(lib)
+	if len(res.GPUs) != 3 || len(res.Warnings) != 0 {
+		t.Fatalf("Read: %d GPUs, warnings %q", len(res.GPUs), res.Warnings)
+	}
+	b := func(v bool) *bool { return &v }
+	i := func(v int) *int { return &v }
+	u := func(v uint64) *uint64 { return &v }
+	healthy := func(fabric *int) nvml.Health {
+		h := nvml.Health{Persistence: b(true), ECCUncorrectedVolatile: u(0), ECCUncorrectedAggregate: u(0),
+			RemappedRowsCorrectable: i(0), RemappedRowsUncorrectable: i(0), RemapPending: b(false), RemapFailure: b(false),
+			RetiredPages: i(0), RetiredPagesPending: b(false), RecoveryAction: i(0), PCIeReplay: u(0)}
+		if fabric != nil {
+			h.FabricState, h.FabricStatus = fabric, i(0)
+		}
+		return h
+	}
+	want := []nvml.Health{
+		{Persistence: b(false), ECCUncorrectedVolatile: u(3), ECCUncorrectedAggregate: u(3),
+			RemappedRowsCorrectable: i(0), RemappedRowsUncorrectable: i(0), RemapPending: b(true), RemapFailure: b(true),
+			RetiredPages: i(2), RetiredPagesPending: b(true), FabricState: i(2), RecoveryAction: i(1), PCIeReplay: u(9)},
+		healthy(i(3)),
+		healthy(nil),
+	}
+	for n, g := range res.GPUs {
+		if diff := cmp.Diff(want[n], g.Health); diff != "" {
+			t.Errorf("GPU %d health (-want +got):\n%s", n, diff)
+		}
+	}
+}

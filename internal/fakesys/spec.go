@@ -13,6 +13,12 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
+// Kernel describes the running kernel of a machine.
+type Kernel struct {
+	Release string   `yaml:"release"` // "5.15.0-1042-nvidia"; "" writes no osrelease
+	Modules []string `yaml:"modules"` // loaded modules, e.g. nvidia_peermem
+}
+
 // Spec is one machine, as FORMAT.md describes it.
 type Spec struct {
 	Name        string   `yaml:"name"`
@@ -29,6 +35,9 @@ type Spec struct {
 	// DefaultRoute is the interface holding the IPv4 default route,
 	// written to proc/net/route; "" writes no route table.
 	DefaultRoute string `yaml:"default_route"`
+	// Kernel is the running kernel: proc/sys/kernel/osrelease and the
+	// loaded modules (sys/module/<name>/initstate "live").
+	Kernel Kernel `yaml:"kernel"`
 	// NVML is the system part of nvml.json; nil means no nvml.json.
 	NVML   *NVML  `yaml:"nvml"`
 	Expect Expect `yaml:"expect"`
@@ -201,6 +210,52 @@ type GPU struct {
 	// /proc/driver/nvidia/gpus/<bdf>/numa_status and answered by
 	// GetNumaNodeId.
 	MemoryNUMANode *int `yaml:"memory_numa_node"`
+	// Health overrides the GPU's healthy NVML health answers.
+	Health *GPUHealth `yaml:"health"`
+}
+
+// GPUHealth overrides NVML health answers of a GPU; an unset field keeps
+// its healthy default (persistence on, every count 0, nothing pending,
+// fabric registration completed with status 0 on NVSwitch GPUs and fabric
+// state NOT_SUPPORTED on others, recovery action 0 none).
+type GPUHealth struct {
+	Persistence            *bool   `yaml:"persistence"`              // GetPersistenceMode
+	ECCUncorrectedVolatile *uint64 `yaml:"ecc_uncorrected_volatile"` // also the aggregate count
+	RemapPending           *bool   `yaml:"remap_pending"`            // GetRemappedRows isPending
+	RemapFailure           *bool   `yaml:"remap_failure"`            // GetRemappedRows failureOccurred
+	// RetiredPages is the number of pages retired for double-bit ECC
+	// errors (GetRetiredPages).
+	RetiredPages        *int  `yaml:"retired_pages"`
+	RetiredPagesPending *bool `yaml:"retired_pages_pending"` // GetRetiredPagesPendingStatus
+	// FabricState (0 NOT_SUPPORTED, 1 not started, 2 in progress, 3
+	// completed) and FabricStatus (an nvml.Return code) of GetGpuFabricInfo.
+	FabricState    *int `yaml:"fabric_state"`
+	FabricStatus   *int `yaml:"fabric_status"`
+	RecoveryAction *int `yaml:"recovery_action"` // FI_DEV_GET_GPU_RECOVERY_ACTION
+	PCIeReplay     *int `yaml:"pcie_replay"`     // GetPcieReplayCounter
+}
+
+// validate checks the overrides' ranges.
+func (h *GPUHealth) validate(gpu int) error {
+	if h == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name     string
+		v        *int
+		min, max int
+	}{
+		{"retired_pages", h.RetiredPages, 0, 1 << 20},
+		{"fabric_state", h.FabricState, 0, 3},
+		{"fabric_status", h.FabricStatus, 0, 1 << 30},
+		{"recovery_action", h.RecoveryAction, 0, 255},
+		{"pcie_replay", h.PCIeReplay, 0, 1 << 30},
+	} {
+		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
+			return specErr("gpu %d: health.%s %d: want %d..%d", gpu, f.name, *f.v, f.min, f.max)
+		}
+	}
+	return nil
 }
 
 // NVLinkCount is a number of NVLinks, or NotSupported.
@@ -350,6 +405,9 @@ func (s *Spec) Validate() error {
 		}
 	}
 	for _, g := range gpuList {
+		if err := g.Health.validate(g.Index); err != nil {
+			return err
+		}
 		if g.NVLinks.NotSupported {
 			continue
 		}

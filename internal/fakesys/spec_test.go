@@ -61,6 +61,8 @@ func TestParseRejects(t *testing.T) {
 		{"bad vendor", "kind: nic", "kind: nic\n            vendor: \"15b3\"", "0x-prefixed"},
 		{"bad link speed", "kind: nic", "kind: nic\n            link: {speed: fast}", "link speed"},
 		{"nvlinks word", "nvlinks: 0", "nvlinks: lots", "not-supported"},
+		{"health fabric state", "nvlinks: 0}", "nvlinks: 0, health: {fabric_state: 4}}", "health.fabric_state 4"},
+		{"health unknown field", "nvlinks: 0}", "nvlinks: 0, health: {ecc: 1}}", "ecc"},
 		{"gpu peers missing", "nvlinks: 0", "nvlinks: 2, nvlink_remote: gpu", "nvlink_peers"},
 		{"duplicate netdev", "netdevs: [{name: eth0}]", "netdevs: [{name: eth0}, {name: eth0}]", "eth0"},
 		{"no sockets", "sockets: 1", "sockets: 0", "sockets"},

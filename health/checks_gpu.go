@@ -1,0 +1,332 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+var allChecks = []Check{
+	{"gpu.count", GroupGPU, "GPU count and model: the expected number, all the same model", checkGPUCount},
+	{"gpu.visible", GroupGPU, "every GPU on the PCI bus answers NVML; none lost", checkGPUVisible},
+	{"gpu.pcie_link", GroupGPU, "GPU PCIe link at its maximum width", checkPCIeLink},
+	{"gpu.row_remap", GroupGPU, "no row remapping pending or failed", checkRowRemap},
+	{"gpu.ecc", GroupGPU, "no uncorrectable volatile ECC errors", checkECC},
+	{"gpu.retired_pages", GroupGPU, "no page retirement pending, fewer than 63 retired pages", checkRetiredPages},
+	{"gpu.xid", GroupGPU, "no fatal XID in the kernel log since boot", checkXID},
+	{"gpu.recovery_action", GroupGPU, "NVML asks for no recovery action", checkRecoveryAction},
+	{"gpu.fabric", GroupGPU, "NVSwitch fabric registration completed and successful", checkFabric},
+	{"gpu.persistence", GroupGPU, "persistence mode on", checkPersistence},
+	{"nvlink.active", GroupGPU, "every GPU has the expected number of active NVLinks", checkNVLinkActive},
+	{"nic.count", GroupFabric, "the expected number of compute NICs; one per selected GPU", checkNICCount},
+	{"nic.port_state", GroupFabric, "compute NIC ports ACTIVE and LinkUp", checkPortState},
+	{"nic.rate", GroupFabric, "compute NIC ports at or above the expected rate", checkRate},
+	{"nic.errors", GroupFabric, "no link error counter increases over --interval", checkNICErrors},
+	{"nic.firmware", GroupFabric, "all compute NICs run one firmware version", checkFirmware},
+	{"topo.aligned", GroupFabric, "every GPU has a compute NIC at PXB or better, never across sockets", checkAligned},
+	{"topo.gdr", GroupFabric, "GPUDirect RDMA available: nvidia_peermem loaded or dma-buf", checkGDR},
+}
+
+func checkGPUCount(_ context.Context, in *Input) Result {
+	n := in.Node
+	if len(n.GPUs) == 0 {
+		r := Result{Verdict: Fail, Reason: "no NVIDIA GPU on the PCI bus",
+			Hint: "check the GPUs are seated and powered; lspci -d 10de:"}
+		if in.Expect == nil || in.Expect.GPUs.Count == 0 {
+			r.Reason += " (nothing expected either)"
+		}
+		return r
+	}
+	models := map[string][]int{}
+	var order []string
+	for _, g := range in.gpus {
+		m := g.Model
+		if m == "" {
+			m = "device " + g.Device
+		}
+		if _, ok := models[m]; !ok {
+			order = append(order, m)
+		}
+		models[m] = append(models[m], g.Index)
+	}
+	if e := in.Expect; e != nil {
+		if in.GPUs == nil && e.GPUs.Count > 0 && len(n.GPUs) != e.GPUs.Count {
+			return Result{Verdict: Fail, Reason: fmt.Sprintf("%d GPUs on the PCI bus, expected %d", len(n.GPUs), e.GPUs.Count),
+				Hint: "a GPU fell off the bus or is not seated; reboot, then RMA if it stays missing"}
+		}
+		if e.GPUs.Model != "" {
+			var bad []string
+			for _, g := range in.gpus {
+				if g.Model != "" && g.Model != e.GPUs.Model {
+					bad = append(bad, fmt.Sprintf("%s is %s, expected %s", gpuName(g), g.Model, e.GPUs.Model))
+				}
+			}
+			if len(bad) > 0 {
+				return verdictOf(bad, Fail, "the node is not the hardware the expectations were learned on", "")
+			}
+		}
+	}
+	if len(order) > 1 {
+		var parts []string
+		for _, m := range order {
+			parts = append(parts, fmt.Sprintf("%s on GPU %s", m, joinInts(models[m])))
+		}
+		return Result{Verdict: Warn, Reason: "GPUs differ: " + strings.Join(parts, "; "),
+			Hint: "mixed GPU models; pass --expect to say which is right"}
+	}
+	return Result{Verdict: Pass, Reason: fmt.Sprintf("%s, %s", plural(len(in.gpus), "GPU"), order[0])}
+}
+
+func checkGPUVisible(_ context.Context, in *Input) Result {
+	if in.Node.NVML.Source == "none" || in.Node.NVML.Source == "" {
+		return skip("NVML not available (%s): cannot compare it with the PCI bus", orUnknown(in.Node.NVML.Error))
+	}
+	var bad []string
+	for _, g := range in.gpus {
+		switch g.State {
+		case topology.GPUOK, topology.GPUNoNVML:
+		case topology.GPUNotInNVML:
+			bad = append(bad, gpuName(g)+" is on the PCI bus but NVML does not list it")
+		case topology.GPULost:
+			bad = append(bad, gpuName(g)+" is lost (NVML GPU_IS_LOST: fallen off the bus)")
+		default:
+			bad = append(bad, fmt.Sprintf("%s: NVML state %s", gpuName(g), g.State))
+		}
+	}
+	return verdictOf(bad, Fail, "reset the GPU (nvidia-smi -r) or reboot; look for XID 79 in dmesg",
+		fmt.Sprintf("all %s answer NVML", plural(len(in.gpus), "GPU")))
+}
+
+func checkPCIeLink(_ context.Context, in *Input) Result {
+	var bad, notes []string
+	busLink := map[string]topology.PCILink{}
+	for _, d := range in.Node.PCIDevices {
+		busLink[d.BusID] = d.Link
+	}
+	for _, g := range in.gpus {
+		w, mw := g.PCIe.Width, g.PCIe.MaxWidth
+		if l, ok := busLink[g.BusID]; ok && l.Width > 0 && l.MaxWidth > 0 && l.Width < l.MaxWidth && (w == 0 || l.Width < w) {
+			w, mw = l.Width, l.MaxWidth // sysfs sees a narrower link than NVML
+		}
+		if w > 0 && mw > 0 && w < mw {
+			bad = append(bad, fmt.Sprintf("%s PCIe link x%d of x%d", gpuName(g), w, mw))
+			continue
+		}
+		if e := in.Expect; e != nil && e.GPUs.PCIeWidth > 0 && w > 0 && w < e.GPUs.PCIeWidth {
+			bad = append(bad, fmt.Sprintf("%s PCIe link x%d, expected x%d", gpuName(g), w, e.GPUs.PCIeWidth))
+			continue
+		}
+		if g.PCIe.Gen > 0 && g.PCIe.MaxGen > 0 && g.PCIe.Gen < g.PCIe.MaxGen {
+			notes = append(notes, fmt.Sprintf("GPU %d", g.Index))
+		}
+	}
+	if len(bad) > 0 {
+		return verdictOf(bad, Fail, "reseat the GPU or its riser; a narrow link halves host↔GPU bandwidth", "")
+	}
+	ok := fmt.Sprintf("%s at full PCIe width", plural(len(in.gpus), "GPU"))
+	if len(notes) > 0 {
+		ok += fmt.Sprintf("; %s below max generation (normal at idle)", strings.Join(notes, ","))
+	}
+	return Result{Verdict: Pass, Reason: ok}
+}
+
+// nvmlField collects a health field over the selected GPUs: it skips when
+// no GPU reports it and otherwise lists the GPUs for which bad says so.
+func nvmlField(in *Input, field string, bad func(h topology.GPUHealth) (string, bool, bool)) ([]string, int) {
+	var out []string
+	known := 0
+	for _, g := range in.gpus {
+		msg, isKnown, isBad := bad(g.Health)
+		if !isKnown {
+			continue
+		}
+		known++
+		if isBad {
+			out = append(out, gpuName(g)+" "+msg)
+		}
+	}
+	return out, known
+}
+
+func checkRowRemap(_ context.Context, in *Input) Result {
+	bad, known := nvmlField(in, "remap", func(h topology.GPUHealth) (string, bool, bool) {
+		if h.RemapPending == nil && h.RemapFailure == nil {
+			return "", false, false
+		}
+		switch {
+		case h.RemapFailure != nil && *h.RemapFailure:
+			return "row remapping failed", true, true
+		case h.RemapPending != nil && *h.RemapPending:
+			return "row remapping pending", true, true
+		}
+		return "", true, false
+	})
+	if known == 0 {
+		return skip("NVML reports no row remapping (absent or not supported)")
+	}
+	hint := "pending: reset the GPU (no jobs running) to apply the remap; failed: RMA the GPU"
+	return verdictOf(bad, Fail, hint, fmt.Sprintf("no remap pending or failed on %s", plural(known, "GPU")))
+}
+
+func checkECC(_ context.Context, in *Input) Result {
+	bad, known := nvmlField(in, "ecc", func(h topology.GPUHealth) (string, bool, bool) {
+		if h.ECCUncorrectedVolatile == nil {
+			return "", false, false
+		}
+		v := *h.ECCUncorrectedVolatile
+		return fmt.Sprintf("has %d uncorrectable volatile ECC errors", v), true, v > 0
+	})
+	if known == 0 {
+		return skip("NVML reports no ECC counts (absent, ECC off or not supported)")
+	}
+	return verdictOf(bad, Fail, "drain the node and reset the GPU; repeated errors after reset mean RMA",
+		fmt.Sprintf("no uncorrectable ECC errors on %s", plural(known, "GPU")))
+}
+
+// maxRetiredPages is DCGM's limit (common/DcgmGPUHardwareLimits.h): 63
+// retired pages or more fail.
+const maxRetiredPages = 63
+
+func checkRetiredPages(_ context.Context, in *Input) Result {
+	bad, known := nvmlField(in, "retired", func(h topology.GPUHealth) (string, bool, bool) {
+		if h.RetiredPages == nil && h.RetiredPagesPending == nil {
+			return "", false, false
+		}
+		if h.RetiredPagesPending != nil && *h.RetiredPagesPending {
+			return "has a page retirement pending", true, true
+		}
+		if h.RetiredPages != nil && *h.RetiredPages >= maxRetiredPages {
+			return fmt.Sprintf("has %d retired pages (limit %d)", *h.RetiredPages, maxRetiredPages-1), true, true
+		}
+		return "", true, false
+	})
+	if known == 0 {
+		return skip("NVML reports no page retirement (absent, or row-remapping GPU)")
+	}
+	return verdictOf(bad, Fail, "pending: reset the GPU to retire the pages; over the limit: RMA the GPU",
+		fmt.Sprintf("page retirement healthy on %s", plural(known, "GPU")))
+}
+
+var recoveryActions = map[int]string{0: "none", 1: "GPU reset", 2: "node reboot", 3: "drain P2P", 4: "drain and reset"}
+
+func checkRecoveryAction(_ context.Context, in *Input) Result {
+	bad, known := nvmlField(in, "recovery", func(h topology.GPUHealth) (string, bool, bool) {
+		if h.RecoveryAction == nil {
+			return "", false, false
+		}
+		a := *h.RecoveryAction
+		name, ok := recoveryActions[a]
+		if !ok {
+			name = fmt.Sprintf("action %d", a)
+		}
+		return "needs recovery: " + name, true, a != 0
+	})
+	if known == 0 {
+		return skip("NVML reports no recovery action (driver before R550 or not supported)")
+	}
+	return verdictOf(bad, Fail, "do what NVML asks: reset the GPU or reboot the node (drain it first)",
+		fmt.Sprintf("no recovery action on %s", plural(known, "GPU")))
+}
+
+var fabricStates = map[int]string{0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
+
+func checkFabric(_ context.Context, in *Input) Result {
+	nvswitch := false
+	for _, g := range in.Node.GPUs {
+		for _, l := range g.NVLinks {
+			nvswitch = nvswitch || l.RemoteType == topology.RemoteNVSwitch
+		}
+	}
+	bad, known := nvmlField(in, "fabric", func(h topology.GPUHealth) (string, bool, bool) {
+		if h.FabricState == nil || *h.FabricState == 0 {
+			return "", false, false
+		}
+		s := *h.FabricState
+		if s != 3 {
+			return "fabric registration " + orUnknown(fabricStates[s]), true, true
+		}
+		if h.FabricStatus != nil && *h.FabricStatus != 0 {
+			return fmt.Sprintf("fabric registration completed with error (NVML return %d)", *h.FabricStatus), true, true
+		}
+		return "", true, false
+	})
+	if known == 0 {
+		if nvswitch {
+			return skip("GPUs have NVSwitch links but NVML reports no fabric state")
+		}
+		return skip("no NVSwitch fabric (no fabric state from NVML)")
+	}
+	return verdictOf(bad, Fail, "start nvidia-fabricmanager (systemctl status nvidia-fabricmanager) and wait for registration; reboot if it fails",
+		fmt.Sprintf("fabric registration completed on %s", plural(known, "GPU")))
+}
+
+func checkPersistence(_ context.Context, in *Input) Result {
+	bad, known := nvmlField(in, "persistence", func(h topology.GPUHealth) (string, bool, bool) {
+		if h.Persistence == nil {
+			return "", false, false
+		}
+		return "has persistence mode off", true, !*h.Persistence
+	})
+	if known == 0 {
+		return skip("NVML reports no persistence mode")
+	}
+	return verdictOf(bad, Warn, "enable nvidia-persistenced (or nvidia-smi -pm 1) so the driver stays loaded between jobs",
+		fmt.Sprintf("persistence mode on for %s", plural(known, "GPU")))
+}
+
+func checkNVLinkActive(_ context.Context, in *Input) Result {
+	want := 0
+	if in.Expect != nil {
+		want = in.Expect.GPUs.NVLinksPerGPU
+	}
+	visible := 0
+	for _, g := range in.Node.GPUs {
+		if g.NVLinkVisible {
+			visible++
+			if in.Expect == nil {
+				want = max(want, activeLinks(g))
+			}
+		}
+	}
+	if visible == 0 {
+		return skip("NVLinks not visible (NVML NOT_SUPPORTED: VM or PCIe card)")
+	}
+	if want == 0 {
+		return skip("no NVLink expected (none active on any GPU)")
+	}
+	var bad []string
+	checked := 0
+	for _, g := range in.gpus {
+		if !g.NVLinkVisible {
+			continue
+		}
+		checked++
+		if a := activeLinks(g); a < want {
+			var down []string
+			for _, l := range g.NVLinks {
+				if !l.Active {
+					down = append(down, fmt.Sprint(l.Link))
+				}
+			}
+			msg := fmt.Sprintf("%s has %d of %d NVLinks active", gpuName(g), a, want)
+			if len(down) > 0 {
+				msg += " (down: " + strings.Join(down, ",") + ")"
+			}
+			bad = append(bad, msg)
+		}
+	}
+	if checked == 0 {
+		return skip("NVLinks of the selected GPUs not visible")
+	}
+	return verdictOf(bad, Fail, "nvidia-smi nvlink -s; reset the GPU, then reseat or RMA (an NVLink down breaks NCCL's ring and NVLS)",
+		fmt.Sprintf("%s with %d active NVLinks each", plural(checked, "GPU"), want))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
