@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
 // runCheck runs `gpuaffinity check args...` in-process: through the real
@@ -250,5 +251,48 @@ func TestCheckBadFlags(t *testing.T) {
 	}
 	if out, code := runCheck(t, "--demo", "dgx-h100", "--interval", "0", "--only", "gpu.count,nvlink.active"); code != 0 || !strings.Contains(out, "PASS  nvlink.active") {
 		t.Errorf("demo: %d\n%s", code, out)
+	}
+}
+
+// NVML replay variants: the health answers travel nvml.json → replayer →
+// discovery → check, as they would from a live NVML.
+func TestCheckReplayFailures(t *testing.T) {
+	for _, c := range []struct {
+		name, id, want string
+		edit           func(d *nvml.ReplayDevice)
+	}{
+		{"remap pending", "gpu.row_remap", "0000:1b:00.0", func(d *nvml.ReplayDevice) {
+			d.RemappedRows = &nvml.Answer[nvml.ReplayRemappedRows]{Value: nvml.ReplayRemappedRows{Uncorrectable: 1, Pending: true}}
+		}},
+		{"ecc", "gpu.ecc", "0000:1b:00.0", func(d *nvml.ReplayDevice) {
+			d.ECCUncorrectedVolatile = &nvml.Answer[uint64]{Value: 3}
+		}},
+		{"nvlink down", "nvlink.active", "0000:1b:00.0", func(d *nvml.ReplayDevice) {
+			d.NVLinks[5].State = nvml.Answer[int]{Value: 0}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := checkRoot(t, "dgx-h100")
+			p := filepath.Join(root, "nvml.json")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f nvml.ReplayFile
+			if err := json.Unmarshal(b, &f); err != nil {
+				t.Fatal(err)
+			}
+			c.edit(&f.Devices[0]) // NVML index 0 = 0000:1b:00.0
+			if b, err = json.Marshal(f); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, p, string(b))
+			out, code := runCheck(t, "--root", root, "--interval", "0", "-o", "json")
+			var rep health.Report
+			json.Unmarshal([]byte(out), &rep)
+			if code != 1 || !strings.HasPrefix(rep.Summary(), c.id+": ") || !strings.Contains(rep.Summary(), c.want) {
+				t.Errorf("exit %d, summary %q", code, rep.Summary())
+			}
+		})
 	}
 }
