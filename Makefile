@@ -36,7 +36,7 @@ demo: deps-build
 test: deps lint unit fuzz
 
 deps:
-	@scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd
+	@PATH="$$PATH:/usr/sbin:/sbin" scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd
 
 deps-build:
 	@scripts/install-deps.sh gcc
@@ -55,7 +55,7 @@ vet:
 TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp})
 
 unit:
-	GOTMPDIR=$${GOTMPDIR:-$${TMPDIR:-/tmp}} TMPDIR=$(TEST_TMPDIR) $(GO) test -race -count=1 ./...
+	PATH="$$PATH:/usr/sbin:/sbin" GOTMPDIR=$${GOTMPDIR:-$${TMPDIR:-/tmp}} TMPDIR=$(TEST_TMPDIR) $(GO) test -race -count=1 ./...
 
 # A fuzz run that fails without leaving a crasher in testdata/fuzz (the
 # fuzz engine losing a worker on a loaded 2-core machine) is run once more;
