@@ -46,13 +46,13 @@ func applyTopoFile(n *topology.Node, diskPath, path string) ([]string, error) {
 	}
 
 	// Our GPU and NIC functions by the bus id NCCL names them with: GPUs
-	// by their own, NIC functions by the adapter's function-0 bus id.
+	// by their own, NIC functions by their own or NIC.NCCLBusID.
 	byFileBus := map[string][]string{}
 	for _, g := range n.GPUs {
 		byFileBus[g.BusID] = append(byFileBus[g.BusID], g.BusID)
 	}
 	for _, nic := range n.NICs {
-		for _, b := range []string{nic.BusID, adapterBusID(nic.BusID)} {
+		for _, b := range []string{nic.BusID, nic.NCCLBusID()} {
 			if !slices.Contains(byFileBus[b], nic.BusID) {
 				byFileBus[b] = append(byFileBus[b], nic.BusID)
 			}
@@ -186,17 +186,6 @@ func installedAzureTopoFile(root string) string {
 		}
 	}
 	return ""
-}
-
-// adapterBusID is the bus id NCCL's IB plugin names a NIC function by:
-// function 0 and device 00 (NCCL_IB_MERGE_VFS=1), "0000:29:00.1" ->
-// "0000:29:00.0".
-func adapterBusID(bus string) string {
-	i := strings.LastIndexByte(bus, ':')
-	if i < 0 {
-		return bus
-	}
-	return bus[:i] + ":00.0"
 }
 
 func attr(e *ncclxml.Element, name string) string {

@@ -97,7 +97,7 @@ func xmlTree(n topology.Node, opts XMLOptions) (*ncclxml.Element, error) {
 		if nic.Role != topology.RoleCompute {
 			continue
 		}
-		bus := xmlNICBusID(nic)
+		bus := nic.NCCLBusID()
 		if l := b.leaves[bus]; l != nil {
 			if l.gpu == nil {
 				l.nics = append(l.nics, nic.Name)
@@ -135,21 +135,6 @@ func xmlSortRec(e *ncclxml.Element) {
 	for _, c := range e.Children {
 		xmlSortRec(c)
 	}
-}
-
-// xmlNICBusID is the busid NCCL gives a NIC. NCCL's IB plugin (InfiniBand
-// and RoCE) reports function 0 and, with NCCL_IB_MERGE_VFS=1 (the
-// default), device 00: every port and VF of one adapter is one NIC at
-// dddd:bb:00.0. EFA (aws-ofi-nccl) and socket/gVNIC NICs keep their own
-// function (AWS's p4d file places the EFA at 0000:10:1b.0).
-func xmlNICBusID(nic topology.NIC) string {
-	if nic.Fabric != topology.FabricInfiniBand && nic.Fabric != topology.FabricRoCE {
-		return nic.BusID
-	}
-	if len(nic.BusID) != 12 {
-		return nic.BusID
-	}
-	return nic.BusID[:8] + "00.0"
 }
 
 // addLeaf places a leaf and the pci path above it as NCCL's sysfs walk
@@ -372,7 +357,7 @@ func (b *xmlBuilder) synthesize() {
 	}
 	nicBus := map[string]string{}
 	for _, nic := range b.n.NICs {
-		nicBus[nic.Name] = xmlNICBusID(nic)
+		nicBus[nic.Name] = nic.NCCLBusID()
 	}
 	for _, p := range b.n.Pairs {
 		if p.Class != topology.ClassPHB && p.Class != topology.ClassNODE {

@@ -205,3 +205,21 @@ func TestNVLinksBetween(t *testing.T) {
 		t.Errorf("direct: got NV%d, want NV2", got)
 	}
 }
+
+func TestNCCLBusID(t *testing.T) {
+	for _, tc := range []struct {
+		bus    string
+		fabric Fabric
+		want   string
+	}{
+		{"0000:29:00.1", FabricRoCE, "0000:29:00.0"},       // second port of a dual-port adapter
+		{"0101:00:00.0", FabricInfiniBand, "0101:00:00.0"}, // Azure VF
+		{"10001:02:03.4", FabricInfiniBand, "10001:02:00.0"},
+		{"0000:10:1b.0", FabricEFA, "0000:10:1b.0"}, // aws-ofi-nccl keeps the function
+		{"0000:06:00.1", FabricEthernet, "0000:06:00.1"},
+	} {
+		if got := (NIC{BusID: tc.bus, Fabric: tc.fabric}).NCCLBusID(); got != tc.want {
+			t.Errorf("%s (%s): %s, want %s", tc.bus, tc.fabric, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package topology
 
-import "github.com/gpuaffinity/gpuaffinity/cpuset"
+import (
+	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+)
 
 // Schema names the JSON contract of Node.
 const Schema = "gpuaffinity.topology/v1"
@@ -297,6 +301,19 @@ type NIC struct {
 	NodeGUID        string      `json:"node_guid,omitempty"`        // class/infiniband/<dev>/node_guid
 	Ports           []Port      `json:"ports"`
 	Interfaces      []Interface `json:"interfaces"`
+}
+
+// NCCLBusID is the bus id NCCL names the NIC by. NCCL's IB plugin
+// (InfiniBand and RoCE) reports function 0 and, with NCCL_IB_MERGE_VFS=1
+// (the default), device 00: every port and VF of one adapter is one NIC at
+// dddd:bb:00.0. EFA (aws-ofi-nccl) and socket/gVNIC NICs keep their own
+// function (AWS's p4d file places the EFA at 0000:10:1b.0).
+func (n NIC) NCCLBusID() string {
+	i := strings.LastIndexByte(n.BusID, ':')
+	if (n.Fabric != FabricInfiniBand && n.Fabric != FabricRoCE) || i < 0 {
+		return n.BusID
+	}
+	return n.BusID[:i] + ":00.0"
 }
 
 // RateGbps is the NIC's best port rate (0 when no port reports one).
