@@ -36,7 +36,8 @@ demo: deps-build
 test: deps lint unit fuzz
 
 deps:
-	@PATH="$$PATH:/usr/sbin:/sbin" scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd
+	@PATH="$$PATH:/usr/sbin:/sbin" scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd slurmctld slurm-client munge \
+		prometheus prometheus-node-exporter systemd
 
 deps-build:
 	@scripts/install-deps.sh gcc

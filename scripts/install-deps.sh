@@ -5,7 +5,8 @@
 # need hwloc or graphviz then fail with a message naming the package).
 set -euo pipefail
 
-declare -A cmd_of=([gcc]=gcc [hwloc]=lstopo-no-graphics [graphviz]=dot)
+declare -A cmd_of=([gcc]=gcc [hwloc]=lstopo-no-graphics [graphviz]=dot [prometheus-node-exporter]=prometheus-node-exporter
+                  [munge]=munged [slurmctld]=slurmctld [slurm-client]=sinfo [systemd]=systemd-analyze)
 missing=()
 for pkg in "$@"; do
   c=${cmd_of[$pkg]:-$pkg}
