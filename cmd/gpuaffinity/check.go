@@ -135,7 +135,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of each check; a check past it fails with 'timed out'")
 	f.StringSliceVar(&only, "only", nil, "run only these check ids")
 	f.StringVar(&kmsg, "kmsg", "", "kernel log to scan for XIDs (default /dev/kmsg under --root)")
-	f.BoolVar(&drain, "slurm-drain", false, `when unhealthy, drain this node: scontrol update nodename=<host> state=drain reason="gpuaffinity: <reason>"`)
+	f.BoolVar(&drain, "slurm-drain", false, `when unhealthy, drain this node (unless drained with another reason): scontrol update nodename=<host> state=drain reason="gpuaffinity: <reason>"`)
 	f.BoolVar(&resume, "slurm-resume", false, "when healthy, resume this node if its drain reason starts with gpuaffinity:")
 	f.StringVar(&slurmNode, "slurm-node", "", "Slurm node name (default: the short hostname)")
 	f.StringVar(&nfdFile, "nfd-file", "", "write a Node Feature Discovery local feature file here (atomically)")
@@ -202,7 +202,10 @@ func parseGPUList(s string, n topology.Node) ([]int, error) {
 }
 
 // slurmAct drains an unhealthy node or resumes a healthy one that
-// gpuaffinity drained, with scontrol from PATH.
+// gpuaffinity drained, with scontrol from PATH. A node that carries
+// someone else's reason (an admin's drain, Slurm's "Prolog error" or
+// "Not responding") is left alone both ways: draining it would replace
+// that reason with ours, which a later healthy run would then resume.
 func slurmAct(ctx context.Context, name string, rep health.Report, drain, resume bool) error {
 	scontrol := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -217,20 +220,26 @@ func slurmAct(ctx context.Context, name string, rep health.Report, drain, resume
 		}
 		return string(out), nil
 	}
-	if !rep.Healthy && drain {
+	if (rep.Healthy && !resume) || (!rep.Healthy && !drain) {
+		return nil
+	}
+	out, err := scontrol("show", "node", name)
+	if err != nil {
+		return err
+	}
+	r, has := slurmReason(out)
+	ours := has && strings.HasPrefix(r, slurmReasonPrefix)
+	if !rep.Healthy {
 		reason := health.Truncate(slurmReasonPrefix+" "+rep.Summary(), 200)
+		if has && !ours {
+			return nil
+		}
 		_, err := scontrol("update", "nodename="+name, "state=drain", "reason="+reason)
 		return err
 	}
-	if rep.Healthy && resume {
-		out, err := scontrol("show", "node", name)
-		if err != nil {
-			return err
-		}
-		if r, ok := slurmReason(out); ok && strings.HasPrefix(r, slurmReasonPrefix) {
-			_, err := scontrol("update", "nodename="+name, "state=resume")
-			return err
-		}
+	if ours {
+		_, err := scontrol("update", "nodename="+name, "state=resume")
+		return err
 	}
 	return nil
 }

@@ -201,7 +201,11 @@ func TestCheckGPUSelection(t *testing.T) {
 func stubScontrol(t *testing.T, reason string) string {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
-	script := "#!/bin/sh\necho \"$@\" >> " + log + "\nif [ \"$1\" = show ]; then\n  echo \"NodeName=$3 Arch=x86_64 CoresPerSocket=56\"\n  echo \"   State=DRAIN ThreadsPerCore=2\"\n  echo \"   Reason=" + reason + " [root@2026-01-01T00:00:00]\"\nfi\n"
+	state, reasonLine := "IDLE", ""
+	if reason != "" { // scontrol prints Reason= only where one is set
+		state, reasonLine = "IDLE+DRAIN", "  echo \"   Reason="+reason+" [root@2026-01-01T00:00:00]\"\n"
+	}
+	script := "#!/bin/sh\necho \"$@\" >> " + log + "\nif [ \"$1\" = show ]; then\n  echo \"NodeName=$3 Arch=x86_64 CoresPerSocket=56\"\n  echo \"   State=" + state + " ThreadsPerCore=2\"\n" + reasonLine + "fi\n"
 	writeFile(t, filepath.Join(dir, "scontrol"), script)
 	os.Chmod(filepath.Join(dir, "scontrol"), 0o755)
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
@@ -233,8 +237,17 @@ func TestCheckSlurm(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(out, "ERROR: gpuaffinity: Health check failed: nic.port_state: NIC mlx5_0") {
 		t.Errorf("exit %d %q", code, out)
 	}
-	if got := readLog(log); !strings.HasPrefix(got, "update nodename=gpu-01 state=drain reason=gpuaffinity: nic.port_state: NIC mlx5_0 (0000:18:00.0) port 1 is DOWN") || strings.Count(got, "\n") != 1 {
+	if got := readLog(log); !strings.HasPrefix(got, "show node gpu-01\nupdate nodename=gpu-01 state=drain reason=gpuaffinity: nic.port_state: NIC mlx5_0 (0000:18:00.0) port 1 is DOWN") || strings.Count(got, "\n") != 2 {
 		t.Errorf("drain calls:\n%s", got)
+	}
+	// Unhealthy + drained by a human: keep the human's reason (draining
+	// would replace it with ours, and a healthy run would then resume).
+	log = stubScontrol(t, "bad DIMM, ticket 42")
+	if _, code := runCheck(t, "--root", root, "--interval", "0", "--slurm-drain", "--slurm-resume", "--slurm-node", "gpu-01"); code != 1 {
+		t.Errorf("unhealthy, human drain: exit %d", code)
+	}
+	if got := readLog(log); got != "show node gpu-01\n" {
+		t.Errorf("human drain replaced:\n%s", got)
 	}
 	// scontrol missing: could not act.
 	t.Setenv("PATH", t.TempDir())
