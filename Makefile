@@ -23,7 +23,7 @@ FUZZ := ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
         ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
         ./ncclxml:FuzzParse
 
-.PHONY: all build demo test deps lint vet fmt-check unit fuzz bench clean
+.PHONY: all build demo test deps lint vet fmt-check compile unit fuzz bench clean
 
 all: build
 
@@ -33,7 +33,12 @@ build:
 demo: deps-build
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/gpuaffinity topo --demo dgx-h100
 
-test: deps lint unit fuzz
+# compile first: integration tests (Slurm, agent) go-build the binary and
+# hit the build cache this warms.
+test: deps lint compile unit fuzz
+
+compile:
+	$(GO) build ./...
 
 deps:
 	@PATH="$$PATH:/usr/sbin:/sbin" scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd slurmctld slurm-client munge \
