@@ -31,6 +31,11 @@ type probeNVLink struct {
 	Version    *probeAnswer[int]             `json:"version"`
 	Remote     *probeAnswer[json.RawMessage] `json:"remote"`
 	RemoteType *probeAnswer[int]             `json:"remote_type"`
+	// GetNvLinkErrorCounter: the H200 capture asks crc_flit and replay.
+	CRCFlit  *probeAnswer[uint64] `json:"crc_flit"`
+	CRCData  *probeAnswer[uint64] `json:"crc_data"`
+	Replay   *probeAnswer[uint64] `json:"replay"`
+	Recovery *probeAnswer[uint64] `json:"recovery"`
 }
 
 type probeDevice struct {
@@ -84,7 +89,11 @@ type probeFile struct {
 // four results), fabric (the GpuFabricInfo struct) and pcie_replay; the
 // aggregate ECC count, retired pages and the recovery action answer
 // ERROR_NOT_SUPPORTED. Probe keys the format has no place for
-// (temperatures, power, timings) are dropped. NVLink entries must be numbered
+// (temperatures, power, timings) are dropped. A link's crc_flit, crc_data,
+// replay and recovery answers (GetNvLinkErrorCounter; the H200 capture has
+// crc_flit and replay) become its errors, the ones not asked
+// ERROR_NOT_SUPPORTED; a link with none of them has no errors. The probe
+// records no XID events: xids is left out (ERROR_NOT_SUPPORTED). NVLink entries must be numbered
 // 0..NVLINK_MAX_LINKS-1, each once; the H200 capture lists 36, links 0-35,
 // which is go-nvml's NVLINK_MAX_LINKS.
 func ConvertProbe(r io.Reader) (ReplayFile, error) {
@@ -175,9 +184,29 @@ func (c *converter) device(i int, pd probeDevice) ReplayDevice {
 			Version:    convAnswer(c, lat("version"), pl.Version, same[int]),
 			Remote:     c.remote(lat("remote"), pl.Remote),
 			RemoteType: convAnswer(c, lat("remote_type"), pl.RemoteType, same[int]),
+			Errors:     c.linkErrors(lat, pl),
 		})
 	}
 	return d
+}
+
+// linkErrors converts a link's error counters: nil when the probe asked
+// none, else all four, a counter it did not ask answering
+// ERROR_NOT_SUPPORTED.
+func (c *converter) linkErrors(lat func(string) string, pl probeNVLink) *ReplayNVLinkErrors {
+	if pl.CRCFlit == nil && pl.CRCData == nil && pl.Replay == nil && pl.Recovery == nil {
+		return nil
+	}
+	conv := func(key string, a *probeAnswer[uint64]) *Answer[uint64] {
+		v := convAnswer(c, lat(key), a, same[uint64])
+		return &v
+	}
+	return &ReplayNVLinkErrors{
+		CRCFlit:  conv("crc_flit", pl.CRCFlit),
+		CRCData:  conv("crc_data", pl.CRCData),
+		Replay:   conv("replay", pl.Replay),
+		Recovery: conv("recovery", pl.Recovery),
+	}
 }
 
 // remappedRows converts GetRemappedRows' answer, which the probe writes as

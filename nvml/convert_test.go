@@ -19,8 +19,12 @@ var probePath = filepath.Join("..", "..", "shared", "fixtures", "h200-vm", "nvml
 func h200VMWant() ReplayFile {
 	var links []ReplayNVLink
 	for n := range 36 {
+		// The probe asked the CRC flit and replay counters (Not
+		// Supported); the other two were not asked.
 		links = append(links, ReplayNVLink{Link: n, State: failed[int](notSupported), Version: failed[int](notSupported),
-			Remote: failed[ReplayPCI](notSupported), RemoteType: failed[int](notSupported)})
+			Remote: failed[ReplayPCI](notSupported), RemoteType: failed[int](notSupported),
+			Errors: &ReplayNVLinkErrors{CRCFlit: failedp[uint64](notSupported), CRCData: failedp[uint64](notSupported),
+				Replay: failedp[uint64](notSupported), Recovery: failedp[uint64](notSupported)}})
 	}
 	return ReplayFile{
 		Version:           ReplayVersion,

@@ -9,6 +9,8 @@
 // NewReplay; format in ReplayFile and docs/nvml-replay.md), and go-nvml's
 // mocks in tests. Record writes an nvml.json from any of them, and
 // ConvertProbe turns a capture of the project's NVML probe into one.
+// WatchXID streams the GPUs' XID events (NVML event sets) until its
+// context ends, on any of the backends.
 //
 // # Errors are tri-state
 //

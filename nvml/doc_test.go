@@ -40,9 +40,11 @@ func TestDocExamples(t *testing.T) {
 				PCIeGen:     5, PCIeMaxGen: 5, PCIeWidth: 16, PCIeMaxWidth: 16,
 				NVLinkVisible: true,
 				NVLinks: []NVLink{
-					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:05:00.0", RemoteType: RemoteNVSwitch},
-					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:06:00.0", RemoteType: RemoteNVSwitch},
-					{Link: 2},
+					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:05:00.0", RemoteType: RemoteNVSwitch,
+						CRCFlitErrors: uint64p(0), CRCDataErrors: uint64p(0), ReplayErrors: uint64p(0), RecoveryErrors: uint64p(0)},
+					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:06:00.0", RemoteType: RemoteNVSwitch,
+						CRCFlitErrors: uint64p(0), CRCDataErrors: uint64p(0), ReplayErrors: uint64p(0), RecoveryErrors: uint64p(0)},
+					{Link: 2, CRCFlitErrors: uint64p(12), CRCDataErrors: uint64p(1), ReplayErrors: uint64p(3), RecoveryErrors: uint64p(2)},
 				},
 				Health: Health{
 					Persistence: boolp(true), ECCUncorrectedVolatile: uint64p(0), ECCUncorrectedAggregate: uint64p(0),
@@ -60,6 +62,12 @@ func TestDocExamples(t *testing.T) {
 	}
 	if rec, err := Record(NewReplay(f)); err != nil || !cmp.Equal(f, rec) {
 		t.Errorf("example 1 is not what Record writes for it: %v\n%s", err, cmp.Diff(f, rec))
+	}
+
+	events, warnings, err := watch(t, NewReplay(f), 1)
+	if err != nil || !cmp.Equal([]XIDEvent{{GPU: 0, BusID: "0000:18:00.0", XID: 48}}, events, ignoreTime) ||
+		!cmp.Equal([]string{"GPU 1: DeviceGetHandleByIndex: ERROR_GPU_IS_LOST"}, warnings) {
+		t.Errorf("example 1: WatchXID = %v, events %+v, warnings %q", err, events, warnings)
 	}
 
 	f, err = decodeReplay([]byte(blocks[1]))

@@ -42,21 +42,40 @@ func withHealth(d ReplayDevice, r string) ReplayDevice {
 	return d
 }
 
+// linkErrors is a link's four error counter answers.
+func linkErrors(crcFlit, crcData, replay, recovery Answer[uint64]) *ReplayNVLinkErrors {
+	return &ReplayNVLinkErrors{CRCFlit: &crcFlit, CRCData: &crcData, Replay: &replay, Recovery: &recovery}
+}
+
+// sameLinkErrors answers r (a Return name) for all four counters.
+func sameLinkErrors(r string) *ReplayNVLinkErrors {
+	return linkErrors(failed[uint64](r), failed[uint64](r), failed[uint64](r), failed[uint64](r))
+}
+
+// noLinkErrors answers 0 for all four counters.
+func noLinkErrors() *ReplayNVLinkErrors {
+	return linkErrors(ok[uint64](0), ok[uint64](0), ok[uint64](0), ok[uint64](0))
+}
+
 // hgxFile is two GPUs of a two-socket HGX H100 (224 CPUs, SMT on): GPU 0
-// on socket 0 with four NVLinks to NVSwitches (link 2 down), GPU 1 on
-// socket 1 with two links straight to GPU 0 (link 1 answers the IBM NPU
-// type, to cover "other"). GPU 1 answers a NUMA node, as on a coherent
-// platform.
+// on socket 0 with four NVLinks to NVSwitches (link 2 down, after CRC
+// errors, replays and recoveries), GPU 1 on socket 1 with two links
+// straight to GPU 0 (link 1 answers the IBM NPU type, to cover "other";
+// its CRC data counter is not supported and its recovery counter fails).
+// GPU 1 answers a NUMA node, as on a coherent platform. Both deliver XID
+// events: one pending on GPU 0 (48, double-bit ECC), two on GPU 1 (94
+// contained ECC error, then 79 fallen off the bus).
 func hgxFile() ReplayFile {
 	nvswitch := func(link int, bus string, up bool) ReplayNVLink {
 		if !up {
 			return ReplayNVLink{Link: link, State: ok(0),
 				Version: failed[int](notSupported), Remote: failed[ReplayPCI](notSupported),
-				RemoteType: failed[int](notSupported)}
+				RemoteType: failed[int](notSupported),
+				Errors:     linkErrors(ok[uint64](7), ok[uint64](2), ok[uint64](31), ok[uint64](4))}
 		}
 		return ReplayNVLink{Link: link, State: ok(1), Version: ok(4),
 			Remote:     ok(ReplayPCI{BusID: bus, PCIDeviceID: 0x22a310de}),
-			RemoteType: ok(2)}
+			RemoteType: ok(2), Errors: noLinkErrors()}
 	}
 	return ReplayFile{
 		Version:           ReplayVersion,
@@ -92,6 +111,7 @@ func hgxFile() ReplayFile {
 				Fabric:                  okp(ReplayFabric{State: 3, Status: 0}),
 				RecoveryAction:          okp(0),
 				PCIeReplay:              okp(5),
+				XIDs:                    okp([]uint64{48}),
 			},
 			{
 				PCI:      ok(ReplayPCI{BusID: "00000000:9A:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}),
@@ -106,8 +126,10 @@ func hgxFile() ReplayFile {
 				PCIeWidth:    ok(8),
 				PCIeMaxWidth: ok(16),
 				NVLinks: []ReplayNVLink{
-					{Link: 0, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(0)},
-					{Link: 1, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(1)},
+					{Link: 0, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(0),
+						Errors: noLinkErrors()},
+					{Link: 1, State: ok(1), Version: ok(4), Remote: ok(ReplayPCI{BusID: "00000000:18:00.0", PCIDeviceID: 0x233010de, PCISubsystemID: 0x16c110de}), RemoteType: ok(1),
+						Errors: linkErrors(ok[uint64](0), failed[uint64](notSupported), ok[uint64](12), failed[uint64](unknownError))},
 				},
 				// A GPU in trouble, off any NVSwitch fabric.
 				Persistence:             okp(0),
@@ -119,6 +141,7 @@ func hgxFile() ReplayFile {
 				Fabric:                  okp(ReplayFabric{}),
 				RecoveryAction:          failedp[int](notSupported),
 				PCIeReplay:              okp(0),
+				XIDs:                    okp([]uint64{94, 79}),
 			},
 		},
 	}
@@ -139,10 +162,14 @@ func hgxWant() Result {
 				PCIeGen: 5, PCIeMaxGen: 5, PCIeWidth: 16, PCIeMaxWidth: 16,
 				NVLinkVisible: true,
 				NVLinks: []NVLink{
-					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:05:00.0", RemoteType: RemoteNVSwitch},
-					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:06:00.0", RemoteType: RemoteNVSwitch},
-					{Link: 2},
-					{Link: 3, Active: true, Version: 4, RemoteBusID: "0000:07:00.0", RemoteType: RemoteNVSwitch},
+					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:05:00.0", RemoteType: RemoteNVSwitch,
+						CRCFlitErrors: uint64p(0), CRCDataErrors: uint64p(0), ReplayErrors: uint64p(0), RecoveryErrors: uint64p(0)},
+					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:06:00.0", RemoteType: RemoteNVSwitch,
+						CRCFlitErrors: uint64p(0), CRCDataErrors: uint64p(0), ReplayErrors: uint64p(0), RecoveryErrors: uint64p(0)},
+					// Down, with the counts that took it down.
+					{Link: 2, CRCFlitErrors: uint64p(7), CRCDataErrors: uint64p(2), ReplayErrors: uint64p(31), RecoveryErrors: uint64p(4)},
+					{Link: 3, Active: true, Version: 4, RemoteBusID: "0000:07:00.0", RemoteType: RemoteNVSwitch,
+						CRCFlitErrors: uint64p(0), CRCDataErrors: uint64p(0), ReplayErrors: uint64p(0), RecoveryErrors: uint64p(0)},
 				},
 				Health: Health{
 					Persistence: boolp(true), ECCUncorrectedVolatile: uint64p(0), ECCUncorrectedAggregate: uint64p(2),
@@ -159,8 +186,11 @@ func hgxWant() Result {
 				PCIeGen: 4, PCIeMaxGen: 5, PCIeWidth: 8, PCIeMaxWidth: 16,
 				NVLinkVisible: true,
 				NVLinks: []NVLink{
-					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteGPU},
-					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteOther},
+					{Link: 0, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteGPU,
+						CRCFlitErrors: uint64p(0), CRCDataErrors: uint64p(0), ReplayErrors: uint64p(0), RecoveryErrors: uint64p(0)},
+					// CRC data not supported (silent), recovery failed (a warning).
+					{Link: 1, Active: true, Version: 4, RemoteBusID: "0000:18:00.0", RemoteType: RemoteOther,
+						CRCFlitErrors: uint64p(0), ReplayErrors: uint64p(12)},
 				},
 				Health: Health{
 					Persistence:             boolp(false),
@@ -170,6 +200,7 @@ func hgxWant() Result {
 				},
 			},
 		},
+		Warnings: []string{"GPU 1 (0000:9a:00.0): GetNvLinkErrorCounter(1, DL_RECOVERY): ERROR_UNKNOWN"},
 	}
 }
 
@@ -180,11 +211,13 @@ func hgxWant() Result {
 func failuresFile() ReplayFile {
 	unsupportedLink := func(n int) ReplayNVLink {
 		return ReplayNVLink{Link: n, State: failed[int](notSupported), Version: failed[int](notSupported),
-			Remote: failed[ReplayPCI](notSupported), RemoteType: failed[int](notSupported)}
+			Remote: failed[ReplayPCI](notSupported), RemoteType: failed[int](notSupported),
+			Errors: sameLinkErrors(notSupported)}
 	}
 	lostLink := func(n int) ReplayNVLink {
 		return ReplayNVLink{Link: n, State: failed[int](gpuIsLost), Version: failed[int](gpuIsLost),
-			Remote: failed[ReplayPCI](gpuIsLost), RemoteType: failed[int](gpuIsLost)}
+			Remote: failed[ReplayPCI](gpuIsLost), RemoteType: failed[int](gpuIsLost),
+			Errors: sameLinkErrors(gpuIsLost)}
 	}
 	return ReplayFile{
 		Version:           ReplayVersion,
@@ -216,6 +249,7 @@ func failuresFile() ReplayFile {
 				Fabric:                  okp(ReplayFabric{}),
 				RecoveryAction:          failedp[int](unknownError),
 				PCIeReplay:              okp(0),
+				XIDs:                    failedp[[]uint64](notSupported), // no XID events in a VM
 			},
 			{Handle: gpuIsLost},
 			withHealth(ReplayDevice{
@@ -230,6 +264,7 @@ func failuresFile() ReplayFile {
 				PCIeWidth:    failed[int](gpuIsLost),
 				PCIeMaxWidth: failed[int](gpuIsLost),
 				NVLinks:      []ReplayNVLink{lostLink(0)},
+				XIDs:         failedp[[]uint64](gpuIsLost),
 			}, gpuIsLost),
 		},
 	}

@@ -93,13 +93,21 @@ const (
 )
 
 // NVLink is one link of a GPU. Version and the remote end are read only for
-// an active link.
+// an active link; the error counters for every link listed, active or not
+// (a link that went down keeps the counts that took it down).
 type NVLink struct {
 	Link        int
 	Active      bool   // GetNvLinkState is FEATURE_ENABLED
 	Version     int    // GetNvLinkVersion; 0 unknown
 	RemoteBusID string // GetNvLinkRemotePciInfo, sysfs form; an NVSwitch's own on NVSwitch systems
 	RemoteType  string // GetNvLinkRemoteDeviceType: RemoteGPU, RemoteNVSwitch, RemoteOther; "" unknown
+	// Error counters, GetNvLinkErrorCounter(link, counter): counts since
+	// the driver loaded or the counters were last reset. nil when the call
+	// answered ERROR_NOT_SUPPORTED or failed (a failure is also a warning).
+	CRCFlitErrors  *uint64 // NVLINK_ERROR_DL_CRC_FLIT: data link receive flow control digit CRC errors
+	CRCDataErrors  *uint64 // NVLINK_ERROR_DL_CRC_DATA: data link receive data CRC errors
+	ReplayErrors   *uint64 // NVLINK_ERROR_DL_REPLAY: data link transmit replays
+	RecoveryErrors *uint64 // NVLINK_ERROR_DL_RECOVERY: data link transmit recoveries
 }
 
 // minAffinityCPUs is the fewest CPUs GetCpuAffinity is asked about.
@@ -373,6 +381,9 @@ func (g *gpuReader) readNVLinks(dev nvml.Device) {
 		if link.Active {
 			g.readLinkEnds(dev, &link)
 		}
+		if !g.lost() {
+			g.readLinkErrors(dev, &link)
+		}
 		if g.lost() {
 			return
 		}
@@ -402,6 +413,32 @@ func (g *gpuReader) readLinkEnds(dev nvml.Device, link *NVLink) {
 	}
 	if t, r := dev.GetNvLinkRemoteDeviceType(n); g.ok(fmt.Sprintf("GetNvLinkRemoteDeviceType(%d)", n), r) {
 		link.RemoteType = remoteType(t)
+	}
+}
+
+// nvlinkCounters are the error counters NVLink has, in the order Read asks
+// them, with the name warnings give them.
+var nvlinkCounters = []struct {
+	counter nvml.NvLinkErrorCounter
+	name    string
+	field   func(*NVLink) **uint64
+}{
+	{nvml.NVLINK_ERROR_DL_CRC_FLIT, "DL_CRC_FLIT", func(l *NVLink) **uint64 { return &l.CRCFlitErrors }},
+	{nvml.NVLINK_ERROR_DL_CRC_DATA, "DL_CRC_DATA", func(l *NVLink) **uint64 { return &l.CRCDataErrors }},
+	{nvml.NVLINK_ERROR_DL_REPLAY, "DL_REPLAY", func(l *NVLink) **uint64 { return &l.ReplayErrors }},
+	{nvml.NVLINK_ERROR_DL_RECOVERY, "DL_RECOVERY", func(l *NVLink) **uint64 { return &l.RecoveryErrors }},
+}
+
+// readLinkErrors asks a link's error counters.
+func (g *gpuReader) readLinkErrors(dev nvml.Device, link *NVLink) {
+	for _, c := range nvlinkCounters {
+		v, r := dev.GetNvLinkErrorCounter(link.Link, c.counter)
+		if g.ok(fmt.Sprintf("GetNvLinkErrorCounter(%d, %s)", link.Link, c.name), r) {
+			*c.field(link) = &v
+		}
+		if g.lost() {
+			return
+		}
 	}
 }
 

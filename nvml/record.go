@@ -9,7 +9,9 @@ import (
 )
 
 // Record asks lib every call nvml.json records and returns the file; it is
-// what `gpuaffinity snapshot` writes. Init comes first: when it fails the
+// what `gpuaffinity snapshot` writes. For xids it registers every GPU on one
+// event set and keeps the XID events already pending (Wait with timeout
+// 0); on a replayer those are the ones no event set has delivered yet. Init comes first: when it fails the
 // file holds only its answer, and nothing else is asked (live go-nvml
 // cannot be called without its library). Every other failure is an answer
 // in the file, not an error; a lost GPU keeps being asked, so the file
@@ -32,8 +34,16 @@ func Record(lib nvml.Interface) (ReplayFile, error) {
 	f.CUDADriverVersion = recordAnswer(lib.SystemGetCudaDriverVersion())
 	f.DeviceCount = recordAnswer(lib.DeviceGetCount())
 	if f.DeviceCount.Return == "" {
+		var devs []nvml.Device
 		for i := range f.DeviceCount.Value {
-			f.Devices = append(f.Devices, recordDevice(lib, i))
+			d, dev := recordDevice(lib, i)
+			f.Devices = append(f.Devices, d)
+			devs = append(devs, dev)
+		}
+		for i, x := range recordXIDs(lib, devs) {
+			if x != nil {
+				f.Devices[i].XIDs = x
+			}
 		}
 	}
 	if r := lib.Shutdown(); r != nvml.SUCCESS {
@@ -42,11 +52,12 @@ func Record(lib nvml.Interface) (ReplayFile, error) {
 	return f, nil
 }
 
-// recordDevice asks every recorded call of device i.
-func recordDevice(lib nvml.Interface, i int) ReplayDevice {
+// recordDevice asks every recorded call of device i but the XID events,
+// and returns its handle (nil when DeviceGetHandleByIndex failed).
+func recordDevice(lib nvml.Interface, i int) (ReplayDevice, nvml.Device) {
 	dev, r := lib.DeviceGetHandleByIndex(i)
 	if r != nvml.SUCCESS {
-		return ReplayDevice{Handle: returnName(r)}
+		return ReplayDevice{Handle: returnName(r)}, nil
 	}
 	d := ReplayDevice{
 		PCI:          recordAs(replayPCI)(dev.GetPciInfo()),
@@ -72,9 +83,24 @@ func recordDevice(lib nvml.Interface, i int) ReplayDevice {
 			Version:    recordAs(func(v uint32) int { return int(v) })(dev.GetNvLinkVersion(n)),
 			Remote:     recordAs(replayPCI)(dev.GetNvLinkRemotePciInfo(n)),
 			RemoteType: recordAs(func(t nvml.IntNvLinkDeviceType) int { return int(t) })(dev.GetNvLinkRemoteDeviceType(n)),
+			Errors:     recordLinkErrors(dev, n),
 		})
 	}
-	return d
+	return d, dev
+}
+
+// recordLinkErrors asks link n's four error counters.
+func recordLinkErrors(dev nvml.Device, n int) *ReplayNVLinkErrors {
+	get := func(c nvml.NvLinkErrorCounter) *Answer[uint64] {
+		a := recordAnswer(dev.GetNvLinkErrorCounter(n, c))
+		return &a
+	}
+	return &ReplayNVLinkErrors{
+		CRCFlit:  get(nvml.NVLINK_ERROR_DL_CRC_FLIT),
+		CRCData:  get(nvml.NVLINK_ERROR_DL_CRC_DATA),
+		Replay:   get(nvml.NVLINK_ERROR_DL_REPLAY),
+		Recovery: get(nvml.NVLINK_ERROR_DL_RECOVERY),
+	}
 }
 
 // recordHealth asks the health calls.

@@ -81,7 +81,8 @@ func TestRecordMock(t *testing.T) {
 		t.Errorf("CPUAffinity (-want +got):\n%s", diff)
 	}
 	want := []ReplayNVLink{{Link: 0, State: ok(1), Version: failed[int](notSupported),
-		Remote: failed[ReplayPCI](notSupported), RemoteType: failed[int](notSupported)}}
+		Remote: failed[ReplayPCI](notSupported), RemoteType: failed[int](notSupported),
+		Errors: sameLinkErrors(notSupported)}}
 	if diff := cmp.Diff(want, d.NVLinks); diff != "" {
 		t.Errorf("NVLinks (-want +got):\n%s", diff)
 	}

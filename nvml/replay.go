@@ -30,6 +30,9 @@ type replayLib struct {
 
 	mu    sync.Mutex
 	inits int // Init's reference count, kept as NVML keeps it
+	// pending holds, per device, the XID codes no event set has delivered
+	// yet (replay_events.go).
+	pending [][]uint64
 }
 
 // replayDevice answers go-nvml's nvml.Device for one recorded GPU, the same
@@ -76,6 +79,11 @@ func NewReplay(f ReplayFile) nvml.Interface {
 		d := &replayDevice{Device: &mock.Device{}, lib: l, index: i, rec: &l.file.Devices[i]}
 		fillNotSupported(d.Device)
 		l.devices = append(l.devices, d)
+		var xids []uint64
+		if x := d.rec.XIDs; x != nil && ret(x.Return) == nvml.SUCCESS {
+			xids = append(xids, x.Value...)
+		}
+		l.pending = append(l.pending, xids)
 	}
 	return l
 }
@@ -158,6 +166,7 @@ func (f *ReplayFile) validate() error {
 			{"fabric", retOf(d.Fabric)},
 			{"recovery_action", retOf(d.RecoveryAction)},
 			{"pcie_replay", retOf(d.PCIeReplay)},
+			{"xids", retOf(d.XIDs)},
 		} {
 			if a.ret != nil {
 				check(at(a.field), *a.ret)
@@ -174,6 +183,19 @@ func (f *ReplayFile) validate() error {
 			check(lat("version"), l.Version.Return)
 			check(lat("remote"), l.Remote.Return)
 			check(lat("remote_type"), l.RemoteType.Return)
+			if e := l.Errors; e != nil {
+				for _, a := range []struct {
+					field string
+					ret   *string
+				}{
+					{"crc_flit", retOf(e.CRCFlit)}, {"crc_data", retOf(e.CRCData)},
+					{"replay", retOf(e.Replay)}, {"recovery", retOf(e.Recovery)},
+				} {
+					if a.ret != nil {
+						check(lat("errors."+a.field), *a.ret)
+					}
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -461,6 +483,13 @@ func (l *replayLib) DeviceGetNvLinkRemoteDeviceType(d nvml.Device, link int) (nv
 	return d.GetNvLinkRemoteDeviceType(link)
 }
 
+func (l *replayLib) DeviceGetNvLinkErrorCounter(d nvml.Device, link int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetNvLinkErrorCounter(link, c)
+}
+
 func (l *replayLib) DeviceGetPersistenceMode(d nvml.Device) (nvml.EnableState, nvml.Return) {
 	if d == nil {
 		return 0, nvml.ERROR_INVALID_ARGUMENT
@@ -673,6 +702,21 @@ func (d *replayDevice) GetNvLinkRemoteDeviceType(n int) (nvml.IntNvLinkDeviceTyp
 		return 0, r
 	}
 	return answerAs(l.RemoteType, r, func(v int) nvml.IntNvLinkDeviceType { return nvml.IntNvLinkDeviceType(v) })
+}
+
+// GetNvLinkErrorCounter answers the link's recorded count of c:
+// ERROR_NOT_SUPPORTED where the file has none (and for
+// NVLINK_ERROR_DL_ECC_DATA, which the format does not keep),
+// ERROR_INVALID_ARGUMENT for a counter NVML does not define.
+func (d *replayDevice) GetNvLinkErrorCounter(n int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+	l, r := d.link(n)
+	if r != nvml.SUCCESS {
+		return 0, r
+	}
+	if c < 0 || c >= nvml.NVLINK_ERROR_COUNT {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return answerAs(optional(l.Errors.counter(c)), r, same[uint64])
 }
 
 func (d *replayDevice) GetPersistenceMode() (nvml.EnableState, nvml.Return) {

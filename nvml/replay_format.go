@@ -1,5 +1,7 @@
 package nvml
 
+import "github.com/NVIDIA/go-nvml/pkg/nvml"
+
 // ReplayVersion is the version of the nvml.json format this package writes.
 const ReplayVersion = 1
 
@@ -87,6 +89,15 @@ type ReplayDevice struct {
 	// nvmlReturn, or the call's when the call itself failed.
 	RecoveryAction *Answer[int] `json:"recovery_action,omitempty"`
 	PCIeReplay     *Answer[int] `json:"pcie_replay,omitempty"` // GetPcieReplayCounter
+
+	// XIDs is the XID event stream. Its Return is RegisterEvents'
+	// answer for nvml.EventTypeXidCriticalError ("" when the GPU delivers
+	// XID events, "ERROR_NOT_SUPPORTED" when it does not); its Value lists
+	// the XID codes the replayer's event sets deliver, once each, after
+	// the GPU is registered. Optional: a missing one answers
+	// ERROR_NOT_SUPPORTED. Record writes the events pending when it asks
+	// (on a live node, normally none).
+	XIDs *Answer[[]uint64] `json:"xids,omitempty"`
 }
 
 // ReplayRemappedRows is GetRemappedRows' answer.
@@ -121,4 +132,35 @@ type ReplayNVLink struct {
 	Version    Answer[int]       `json:"version"`     // GetNvLinkVersion
 	Remote     Answer[ReplayPCI] `json:"remote"`      // GetNvLinkRemotePciInfo
 	RemoteType Answer[int]       `json:"remote_type"` // GetNvLinkRemoteDeviceType: 0 GPU, 1 IBMNPU, 2 NVSwitch
+	// Errors is GetNvLinkErrorCounter for the four data link counters.
+	// Optional, as is each counter in it: a missing one answers
+	// ERROR_NOT_SUPPORTED. Record always writes all four.
+	Errors *ReplayNVLinkErrors `json:"errors,omitempty"`
+}
+
+// ReplayNVLinkErrors is GetNvLinkErrorCounter's answer per counter.
+type ReplayNVLinkErrors struct {
+	CRCFlit  *Answer[uint64] `json:"crc_flit,omitempty"` // NVLINK_ERROR_DL_CRC_FLIT
+	CRCData  *Answer[uint64] `json:"crc_data,omitempty"` // NVLINK_ERROR_DL_CRC_DATA
+	Replay   *Answer[uint64] `json:"replay,omitempty"`   // NVLINK_ERROR_DL_REPLAY
+	Recovery *Answer[uint64] `json:"recovery,omitempty"` // NVLINK_ERROR_DL_RECOVERY
+}
+
+// counter is the recorded answer for c; nil for a counter the format does
+// not keep (NVLINK_ERROR_DL_ECC_DATA) or a nil e.
+func (e *ReplayNVLinkErrors) counter(c nvml.NvLinkErrorCounter) *Answer[uint64] {
+	if e == nil {
+		return nil
+	}
+	switch c {
+	case nvml.NVLINK_ERROR_DL_CRC_FLIT:
+		return e.CRCFlit
+	case nvml.NVLINK_ERROR_DL_CRC_DATA:
+		return e.CRCData
+	case nvml.NVLINK_ERROR_DL_REPLAY:
+		return e.Replay
+	case nvml.NVLINK_ERROR_DL_RECOVERY:
+		return e.Recovery
+	}
+	return nil
 }

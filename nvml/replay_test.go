@@ -19,6 +19,10 @@ var replayed = map[string]bool{
 	"SystemGetDriverVersion": true, "SystemGetNVMLVersion": true, "SystemGetCudaDriverVersion": true,
 	"DeviceGetCount": true, "DeviceGetHandleByIndex": true, "DeviceGetHandleByUUID": true,
 	"DeviceGetHandleByPciBusId": true,
+	// Events (replay_events.go).
+	"EventSetCreate": true, "EventSetWait": true, "EventSetFree": true,
+	"RegisterEvents": true, "DeviceRegisterEvents": true,
+	"GetSupportedEventTypes": true, "DeviceGetSupportedEventTypes": true,
 }
 
 var replayedDevice = []string{
@@ -27,6 +31,7 @@ var replayedDevice = []string{
 	"GetNvLinkState", "GetNvLinkVersion", "GetNvLinkRemotePciInfo", "GetNvLinkRemoteDeviceType",
 	"GetPersistenceMode", "GetTotalEccErrors", "GetRemappedRows", "GetRetiredPages",
 	"GetRetiredPagesPendingStatus", "GetGpuFabricInfo", "GetFieldValues", "GetPcieReplayCounter",
+	"GetNvLinkErrorCounter",
 }
 
 func init() {
@@ -136,6 +141,8 @@ func TestReplayForms(t *testing.T) {
 						args = append(args, reflect.ValueOf(64))
 					case "GetNvLinkState", "GetNvLinkVersion", "GetNvLinkRemotePciInfo", "GetNvLinkRemoteDeviceType":
 						args = append(args, reflect.ValueOf(1))
+					case "GetNvLinkErrorCounter":
+						args = append(args, reflect.ValueOf(1), reflect.ValueOf(nvml.NVLINK_ERROR_DL_REPLAY))
 					case "GetTotalEccErrors":
 						args = append(args, reflect.ValueOf(nvml.MEMORY_ERROR_TYPE_UNCORRECTED), reflect.ValueOf(nvml.AGGREGATE_ECC))
 					case "GetRetiredPages":
@@ -387,13 +394,18 @@ func TestReplayHealth(t *testing.T) {
 		t.Errorf("GetGpuFabricInfo = %+v, %v", info, r)
 	}
 
-	// A file written before the health calls: all NOT_SUPPORTED, no warning.
+	// A file written before the health calls (and the NVLink error
+	// counters): all NOT_SUPPORTED, no warning.
 	old := hgxFile()
 	for i := range old.Devices {
 		d := &old.Devices[i]
 		d.Persistence, d.ECCUncorrectedVolatile, d.ECCUncorrectedAggregate = nil, nil, nil
 		d.RemappedRows, d.RetiredPages, d.RetiredPagesPending = nil, nil, nil
 		d.Fabric, d.RecoveryAction, d.PCIeReplay = nil, nil, nil
+		d.XIDs = nil
+		for j := range d.NVLinks {
+			d.NVLinks[j].Errors = nil
+		}
 	}
 	res := Read(NewReplay(old))
 	for _, g := range res.GPUs {

@@ -287,7 +287,10 @@ func health(d *nvml.ReplayDevice, g *GPU) {
 		persistence = 0
 	}
 	ecc := deref(h.ECCUncorrectedVolatile)
-	rows := nvml.ReplayRemappedRows{Pending: deref(h.RemapPending), Failure: deref(h.RemapFailure)}
+	rows := nvml.ReplayRemappedRows{
+		Correctable: deref(h.RemappedRowsCorrectable), Uncorrectable: deref(h.RemappedRowsUncorrectable),
+		Pending: deref(h.RemapPending), Failure: deref(h.RemapFailure),
+	}
 	var fabric nvml.ReplayFabric
 	if !g.NVLinks.NotSupported && g.NVLinks.N > 0 && g.NVLinkRemote != "gpu" {
 		fabric.State = 3 // GPU_FABRIC_STATE_COMPLETED
@@ -305,6 +308,12 @@ func health(d *nvml.ReplayDevice, g *GPU) {
 	d.Fabric = &nvml.Answer[nvml.ReplayFabric]{Value: fabric}
 	d.RecoveryAction = &nvml.Answer[int]{Value: deref(h.RecoveryAction)}
 	d.PCIeReplay = &nvml.Answer[int]{Value: deref(h.PCIeReplay)}
+}
+
+// linkErrors is a listed link's GetNvLinkErrorCounter answers.
+func linkErrors(e NVLinkErrors) *nvml.ReplayNVLinkErrors {
+	a := func(v uint64) *nvml.Answer[uint64] { return &nvml.Answer[uint64]{Value: v} }
+	return &nvml.ReplayNVLinkErrors{CRCFlit: a(e.CRCFlit), CRCData: a(e.CRCData), Replay: a(e.Replay), Recovery: a(e.Recovery)}
 }
 
 // deref is *p, or the zero value for nil.
@@ -343,6 +352,10 @@ func (b *builder) replay() nvml.ReplayFile {
 	}
 	ns := nvml.Answer[int]{Return: "ERROR_NOT_SUPPORTED"}
 	for _, g := range gpus {
+		if g.gpu.Lost {
+			rf.Devices = append(rf.Devices, nvml.ReplayDevice{Handle: "ERROR_GPU_IS_LOST"})
+			continue
+		}
 		d := nvml.ReplayDevice{
 			PCI:  nvml.Answer[nvml.ReplayPCI]{Value: nvml.ReplayPCI{BusID: g.addr.nvmlBusID(), PCIDeviceID: g.pciID, PCISubsystemID: g.subID}},
 			UUID: nvml.Answer[string]{Value: cmpOr(g.gpu.UUID, fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", g.gpu.Index, g.pciID))},
@@ -387,12 +400,22 @@ func (b *builder) replay() nvml.ReplayFile {
 		d.NVLinks = make([]nvml.ReplayNVLink, 0, maxLinks)
 		for i := range maxLinks {
 			lk := nvml.ReplayNVLink{Link: i}
-			if g.gpu.NVLinks.NotSupported || i >= g.gpu.NVLinks.N {
+			switch {
+			case g.gpu.NVLinks.NotSupported || i >= g.gpu.NVLinks.N:
 				lk.State = ns
 				lk.Version = ns
 				lk.Remote = nvml.Answer[nvml.ReplayPCI]{Return: "ERROR_NOT_SUPPORTED"}
 				lk.RemoteType = ns
-			} else {
+			case slices.Contains(g.gpu.NVLinksDown, i):
+				// Down: the version and remote end of a link that is not
+				// up answer NOT_SUPPORTED.
+				lk.State = nvml.Answer[int]{Value: 0}
+				lk.Version = ns
+				lk.Remote = nvml.Answer[nvml.ReplayPCI]{Return: "ERROR_NOT_SUPPORTED"}
+				lk.RemoteType = ns
+				lk.Errors = linkErrors(g.gpu.NVLinkErrors[i])
+			default:
+				lk.Errors = linkErrors(g.gpu.NVLinkErrors[i])
 				lk.State = nvml.Answer[int]{Value: 1}
 				lk.Version = nvml.Answer[int]{Value: version}
 				if g.gpu.NVLinkRemote == "gpu" {
@@ -408,6 +431,7 @@ func (b *builder) replay() nvml.ReplayFile {
 			d.NVLinks = append(d.NVLinks, lk)
 		}
 		health(&d, g.gpu)
+		d.XIDs = &nvml.Answer[[]uint64]{Value: append([]uint64{}, g.gpu.XIDs...)}
 		rf.Devices = append(rf.Devices, d)
 	}
 	return rf

@@ -7,6 +7,8 @@
 //
 //   - specs: one YAML file per machine in testdata/machines (format in
 //     FORMAT.md), parsed strictly by Parse/Machine and written by Build;
+//     a fault machine extends one of them with faults (GPUs lost or with
+//     NVLinks down, XIDs, RDMA ports down), without copying it;
 //   - captures: the real H200 KVM guest in testdata/h200-vm, unpacked by
 //     BuildH200 with nvml.json converted from its NVML probe.
 //

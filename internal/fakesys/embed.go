@@ -40,13 +40,9 @@ func Machines() []string {
 // Machine parses the embedded spec testdata/machines/<name>.yaml. The
 // h200-vm capture has no spec; Machine returns ErrUnknownMachine for it.
 func Machine(name string) (Spec, error) {
-	if name == "" || strings.ContainsAny(name, `/\`) {
-		return Spec{}, fmt.Errorf("machine %q: %w", name, ErrUnknownMachine)
-	}
-	p := path.Join("testdata/machines", name+".yaml")
-	data, err := machineFS.ReadFile(p)
+	data, p, err := machineData(name)
 	if err != nil {
-		return Spec{}, fmt.Errorf("machine %q: %w", name, ErrUnknownMachine)
+		return Spec{}, err
 	}
 	s, err := Parse(p, data)
 	if err != nil {

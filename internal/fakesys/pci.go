@@ -3,6 +3,8 @@ package fakesys
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/pci"
@@ -346,9 +348,41 @@ var ibCounters = []string{
 	"port_xmit_wait", "symbol_error", "unicast_rcv_packets", "unicast_xmit_packets",
 }
 
+// mlx5HwCounters are the hw_counters files of an mlx5 port that procfs
+// (InfiniBandHwCounters) and node_exporter's infiniband collector read:
+// the queue counters, the RoCE congestion and retransmission counters and
+// lifespan (ms), as drivers/infiniband/hw/mlx5/counters.c names them.
+var mlx5HwCounters = []string{
+	"duplicate_request", "implied_nak_seq_err", "lifespan", "local_ack_timeout_err",
+	"np_cnp_sent", "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence",
+	"packet_seq_err", "req_cqe_error", "req_cqe_flush_error", "req_remote_access_errors",
+	"req_remote_invalid_request", "resp_cqe_error", "resp_cqe_flush_error",
+	"resp_local_length_error", "resp_remote_access_errors", "rnr_nak_retry_err",
+	"roce_adp_retrans", "roce_adp_retrans_to", "roce_slow_restart", "roce_slow_restart_cnps",
+	"roce_slow_restart_trans", "rp_cnp_handled", "rp_cnp_ignored", "rx_atomic_requests",
+	"rx_dct_connect", "rx_icrc_encapsulated", "rx_read_requests", "rx_write_requests",
+}
+
+// hwCounters is a port's hw_counters: the mlx5 set (0, lifespan 10 ms, the
+// kernel's default) for an mlx5 function, then the port's overrides.
+func hwCounters(mlx5 bool, p Port) map[string]uint64 {
+	out := map[string]uint64{}
+	if mlx5 {
+		for _, c := range mlx5HwCounters {
+			out[c] = 0
+		}
+		out["lifespan"] = 10
+	}
+	for c, v := range p.HwCounters {
+		out[c] = v
+	}
+	return out
+}
+
 func (b *builder) rdma(d *Device, fnDir string, a bdf) {
 	t := b.t
 	r := d.RDMA
+	_, _, _, driver, _ := b.kindDefaults(d)
 	dir := fnDir + "/infiniband/" + r.Name
 	guid := cmpOr(r.NodeGUID, fmt.Sprintf("0c42:a103:00%02x:%02x%02x", a.Bus, a.Dev, a.Fn))
 	t.attr(dir+"/fw_ver", cmpOr(r.FwVer, "28.39.1002"))
@@ -413,6 +447,10 @@ func (b *builder) rdma(d *Device, fnDir string, a bdf) {
 		}
 		for _, c := range ibCounters {
 			t.attr(pd+"/counters/"+c, fmt.Sprint(p.Counters[c]))
+		}
+		hw := hwCounters(driver == "mlx5_core", p)
+		for _, c := range slices.Sorted(maps.Keys(hw)) {
+			t.attr(pd+"/hw_counters/"+c, fmt.Sprint(hw[c]))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,6 +42,9 @@ type Spec struct {
 	// NVML is the system part of nvml.json; nil means no nvml.json.
 	NVML   *NVML  `yaml:"nvml"`
 	Expect Expect `yaml:"expect"`
+	// Extends is the base machine of a spec written with `extends`
+	// (extends.go); "" for a full spec. Parse resolves it.
+	Extends string `yaml:"-"`
 }
 
 // DMI is sys/class/dmi/id.
@@ -178,6 +182,11 @@ type Port struct {
 	GIDs []GID `yaml:"gids"`
 	// Counters overrides counters/<name> (all others read 0).
 	Counters map[string]uint64 `yaml:"counters"`
+	// HwCounters overrides hw_counters/<name>. An mlx5 port (driver
+	// mlx5_core) has the names procfs reads (mlx5HwCounters), 0 and
+	// lifespan 10 unless set here; another driver's port has only the ones
+	// set here.
+	HwCounters map[string]uint64 `yaml:"hw_counters"`
 }
 
 // GID is one GID table entry.
@@ -212,6 +221,27 @@ type GPU struct {
 	MemoryNUMANode *int `yaml:"memory_numa_node"`
 	// Health overrides the GPU's healthy NVML health answers.
 	Health *GPUHealth `yaml:"health"`
+	// Lost makes DeviceGetHandleByIndex answer ERROR_GPU_IS_LOST: the GPU
+	// is still on the PCI bus, but NVML tells nothing more of it.
+	Lost bool `yaml:"lost"`
+	// NVLinksDown lists links (of 0..nvlinks-1) whose GetNvLinkState
+	// answers 0, disabled.
+	NVLinksDown []int `yaml:"nvlinks_down"`
+	// NVLinkErrors sets GetNvLinkErrorCounter per link (of
+	// 0..nvlinks-1); every other such link answers 0 for all four.
+	NVLinkErrors map[int]NVLinkErrors `yaml:"nvlink_errors"`
+	// XIDs are the XID events the replay delivers after the GPU is
+	// registered for them (nvml.json xids); every GPU that is not lost
+	// answers the registration with success.
+	XIDs []uint64 `yaml:"xids"`
+}
+
+// NVLinkErrors are one link's GetNvLinkErrorCounter answers.
+type NVLinkErrors struct {
+	CRCFlit  uint64 `yaml:"crc_flit"` // NVLINK_ERROR_DL_CRC_FLIT
+	CRCData  uint64 `yaml:"crc_data"` // NVLINK_ERROR_DL_CRC_DATA
+	Replay   uint64 `yaml:"replay"`   // NVLINK_ERROR_DL_REPLAY
+	Recovery uint64 `yaml:"recovery"` // NVLINK_ERROR_DL_RECOVERY
 }
 
 // GPUHealth overrides NVML health answers of a GPU; an unset field keeps
@@ -223,6 +253,9 @@ type GPUHealth struct {
 	ECCUncorrectedVolatile *uint64 `yaml:"ecc_uncorrected_volatile"` // also the aggregate count
 	RemapPending           *bool   `yaml:"remap_pending"`            // GetRemappedRows isPending
 	RemapFailure           *bool   `yaml:"remap_failure"`            // GetRemappedRows failureOccurred
+	// Remapped row counts of GetRemappedRows (corrRows, uncRows).
+	RemappedRowsCorrectable   *int `yaml:"remapped_rows_correctable"`
+	RemappedRowsUncorrectable *int `yaml:"remapped_rows_uncorrectable"`
 	// RetiredPages is the number of pages retired for double-bit ECC
 	// errors (GetRetiredPages).
 	RetiredPages        *int  `yaml:"retired_pages"`
@@ -246,6 +279,8 @@ func (h *GPUHealth) validate(gpu int) error {
 		min, max int
 	}{
 		{"retired_pages", h.RetiredPages, 0, 1 << 20},
+		{"remapped_rows_correctable", h.RemappedRowsCorrectable, 0, 1 << 20},
+		{"remapped_rows_uncorrectable", h.RemappedRowsUncorrectable, 0, 1 << 20},
 		{"fabric_state", h.FabricState, 0, 3},
 		{"fabric_status", h.FabricStatus, 0, 1 << 30},
 		{"recovery_action", h.RecoveryAction, 0, 255},
@@ -256,6 +291,46 @@ func (h *GPUHealth) validate(gpu int) error {
 		}
 	}
 	return nil
+}
+
+// validateFaults checks nvlinks_down, nvlink_errors and xids: links
+// among the GPU's 0..nvlinks-1, each listed once, XID codes above 0.
+func (g *GPU) validateFaults() error {
+	link := func(field string, n int) error {
+		if g.NVLinks.NotSupported || n < 0 || n >= g.NVLinks.N {
+			return specErr("gpu %d: %s: link %d is not one of its NVLinks (0..nvlinks-1, nvlinks %s)", g.Index, field, n, g.NVLinks)
+		}
+		return nil
+	}
+	down := map[int]bool{}
+	for _, n := range g.NVLinksDown {
+		if err := link("nvlinks_down", n); err != nil {
+			return err
+		}
+		if down[n] {
+			return specErr("gpu %d: nvlinks_down lists link %d twice", g.Index, n)
+		}
+		down[n] = true
+	}
+	for n := range g.NVLinkErrors {
+		if err := link("nvlink_errors", n); err != nil {
+			return err
+		}
+	}
+	for _, x := range g.XIDs {
+		if x == 0 {
+			return specErr("gpu %d: xids: 0 is not an XID", g.Index)
+		}
+	}
+	return nil
+}
+
+// String is the count as the spec writes it.
+func (c NVLinkCount) String() string {
+	if c.NotSupported {
+		return "not-supported"
+	}
+	return strconv.Itoa(c.N)
 }
 
 // NVLinkCount is a number of NVLinks, or NotSupported.
@@ -312,7 +387,14 @@ var ErrSpec = errors.New("invalid machine spec")
 
 // Parse decodes one spec strictly (unknown fields are errors) and
 // validates it. name is used in errors only (a file name).
+//
+// A file with a top-level `extends: <machine>` is a fault machine: the
+// embedded machine of that name with the file's `faults` applied
+// (FORMAT.md, "Extending a machine").
 func Parse(name string, data []byte) (Spec, error) {
+	if extendsOf(data) != "" {
+		return parseExtending(name, data)
+	}
 	var s Spec
 	if err := decodeStrict(data, &s); err != nil {
 		return Spec{}, fmt.Errorf("parse %s: %w", name, err)
@@ -406,6 +488,9 @@ func (s *Spec) Validate() error {
 	}
 	for _, g := range gpuList {
 		if err := g.Health.validate(g.Index); err != nil {
+			return err
+		}
+		if err := g.validateFaults(); err != nil {
 			return err
 		}
 		if g.NVLinks.NotSupported {
@@ -527,6 +612,16 @@ func (s *Spec) validateLevel(devs []Device, dom, bus int, seen map[string]bool, 
 					return specErr("rdma %s: bad or duplicate port %d", d.RDMA.Name, p.Port)
 				}
 				ports[p.Port] = true
+				for c := range p.Counters {
+					if !slices.Contains(ibCounters, c) {
+						return specErr("rdma %s port %d: counters: %q is not a counters/ file (%s)", d.RDMA.Name, p.Port, c, strings.Join(ibCounters, " "))
+					}
+				}
+				for c := range p.HwCounters {
+					if c == "" || strings.ContainsAny(c, "/ ") {
+						return specErr("rdma %s port %d: hw_counters: bad file name %q", d.RDMA.Name, p.Port, c)
+					}
+				}
 				for _, g := range p.GIDs {
 					if g.Index < 0 || g.Index > 255 {
 						return specErr("rdma %s port %d: gid index %d", d.RDMA.Name, p.Port, g.Index)

@@ -1,0 +1,218 @@
+package fakesys
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"reflect"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Faults are the changes an extending spec makes to its base machine
+// (FORMAT.md, "Extending a machine"): GPUs addressed by NVML index, RDMA
+// ports by device name and port number.
+type Faults struct {
+	GPUs      []GPUFault  `yaml:"gpus"`
+	RDMAPorts []PortFault `yaml:"rdma_ports"`
+}
+
+// GPUFault changes one GPU of the base. A set field replaces the base's
+// (nvlinks_down, xids) or is merged into it (nvlink_errors per link,
+// health per field).
+type GPUFault struct {
+	Index        *int                 `yaml:"index"` // required: the GPU's NVML index
+	Lost         *bool                `yaml:"lost"`
+	NVLinksDown  []int                `yaml:"nvlinks_down"`
+	NVLinkErrors map[int]NVLinkErrors `yaml:"nvlink_errors"`
+	XIDs         []uint64             `yaml:"xids"`
+	Health       *GPUHealth           `yaml:"health"`
+}
+
+// PortFault changes one RDMA port of the base: state, phys_state and rate
+// replace the base's when set, counters and hw_counters are merged into
+// its overrides.
+type PortFault struct {
+	Device     string            `yaml:"device"` // RDMA device name, "mlx5_4"
+	Port       int               `yaml:"port"`   // port number, from 1
+	State      string            `yaml:"state"`
+	PhysState  string            `yaml:"phys_state"`
+	Rate       string            `yaml:"rate"`
+	Counters   map[string]uint64 `yaml:"counters"`
+	HwCounters map[string]uint64 `yaml:"hw_counters"`
+}
+
+// extendingSpec is a spec file with `extends`: only these keys.
+type extendingSpec struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Sources     []string `yaml:"sources"`
+	Extends     string   `yaml:"extends"`
+	Faults      Faults   `yaml:"faults"`
+	Expect      Expect   `yaml:"expect"`
+}
+
+// extendsOf is the top-level extends of a spec file; "" when it has none
+// or is not a YAML mapping (the strict decoder then reports what is wrong).
+func extendsOf(data []byte) string {
+	var probe struct {
+		Extends string `yaml:"extends"`
+	}
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&probe); err != nil {
+		return ""
+	}
+	return probe.Extends
+}
+
+// parseExtending builds the spec of a file with `extends`: the embedded
+// base machine (which may not extend another), its name, description and
+// expectations replaced, its sources followed by the file's, and the
+// faults applied. Unknown keys, a missing base and faults naming a GPU or
+// port the base does not have are errors wrapping ErrSpec.
+func parseExtending(name string, data []byte) (Spec, error) {
+	var e extendingSpec
+	if err := decodeStrict(data, &e); err != nil {
+		return Spec{}, fmt.Errorf("parse %s: %w (beside extends a spec has only name, description, sources, faults and expect)", name, err)
+	}
+	baseData, basePath, err := machineData(e.Extends)
+	if err != nil {
+		return Spec{}, fmt.Errorf("%s: %w: extends %q: %w", name, ErrSpec, e.Extends, err)
+	}
+	if up := extendsOf(baseData); up != "" {
+		return Spec{}, fmt.Errorf("%s: %w: extends %s, which extends %s; a spec extends a full machine only", name, ErrSpec, e.Extends, up)
+	}
+	s, err := Parse(basePath, baseData)
+	if err != nil {
+		return Spec{}, fmt.Errorf("%s: extends %s: %w", name, e.Extends, err)
+	}
+	s.Name, s.Description, s.Extends, s.Expect = e.Name, e.Description, e.Extends, e.Expect
+	s.Sources = append(slices.Clone(s.Sources), e.Sources...)
+	if err := s.applyFaults(e.Faults); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := s.Validate(); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
+}
+
+// machineData reads the embedded spec file of a machine.
+func machineData(name string) ([]byte, string, error) {
+	if name == "" || name == H200VM || bytes.ContainsAny([]byte(name), `/\`) {
+		return nil, "", fmt.Errorf("machine %q: %w", name, ErrUnknownMachine)
+	}
+	p := path.Join("testdata/machines", name+".yaml")
+	data, err := machineFS.ReadFile(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("machine %q: %w", name, ErrUnknownMachine)
+	}
+	return data, p, nil
+}
+
+// applyFaults changes s as f says. Each GPU and port may be addressed once.
+func (s *Spec) applyFaults(f Faults) error {
+	gpus := map[int]*GPU{}
+	ports := map[string]*Port{}
+	for _, fn := range s.Functions() {
+		if g := fn.Device.GPU; g != nil {
+			gpus[g.Index] = g
+		}
+		if r := fn.Device.RDMA; r != nil {
+			for i := range r.Ports {
+				ports[fmt.Sprintf("%s port %d", r.Name, r.Ports[i].Port)] = &r.Ports[i]
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for i, gf := range f.GPUs {
+		if gf.Index == nil {
+			return specErr("faults.gpus[%d]: index is missing", i)
+		}
+		g := gpus[*gf.Index]
+		if g == nil {
+			return specErr("faults.gpus[%d]: %s has no GPU %d", i, s.Extends, *gf.Index)
+		}
+		key := fmt.Sprintf("gpu %d", *gf.Index)
+		if seen[key] {
+			return specErr("faults.gpus[%d]: GPU %d is addressed twice", i, *gf.Index)
+		}
+		seen[key] = true
+		if gf.Lost != nil {
+			g.Lost = *gf.Lost
+		}
+		if gf.NVLinksDown != nil {
+			g.NVLinksDown = slices.Clone(gf.NVLinksDown)
+		}
+		if gf.NVLinkErrors != nil {
+			m := map[int]NVLinkErrors{}
+			for k, v := range g.NVLinkErrors {
+				m[k] = v
+			}
+			for k, v := range gf.NVLinkErrors {
+				m[k] = v
+			}
+			g.NVLinkErrors = m
+		}
+		if gf.XIDs != nil {
+			g.XIDs = slices.Clone(gf.XIDs)
+		}
+		if gf.Health != nil {
+			h := GPUHealth{}
+			if g.Health != nil {
+				h = *g.Health
+			}
+			mergeSet(&h, gf.Health)
+			g.Health = &h
+		}
+	}
+	for i, pf := range f.RDMAPorts {
+		key := fmt.Sprintf("%s port %d", pf.Device, pf.Port)
+		p := ports[key]
+		if p == nil {
+			return specErr("faults.rdma_ports[%d]: %s has no RDMA %s", i, s.Extends, key)
+		}
+		if seen[key] {
+			return specErr("faults.rdma_ports[%d]: %s is addressed twice", i, key)
+		}
+		seen[key] = true
+		for _, f := range []struct {
+			dst *string
+			v   string
+		}{{&p.State, pf.State}, {&p.PhysState, pf.PhysState}, {&p.Rate, pf.Rate}} {
+			if f.v != "" {
+				*f.dst = f.v
+			}
+		}
+		p.Counters = merged(p.Counters, pf.Counters)
+		p.HwCounters = merged(p.HwCounters, pf.HwCounters)
+	}
+	return nil
+}
+
+// mergeSet copies every non-nil pointer field of src into dst (structs of
+// pointer fields, such as GPUHealth).
+func mergeSet[T any](dst, src *T) {
+	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
+	for i := range s.NumField() {
+		if f := s.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
+			d.Field(i).Set(f)
+		}
+	}
+}
+
+// merged is base with over's entries added or replaced, in a new map; nil
+// when both are empty.
+func merged(base, over map[string]uint64) map[string]uint64 {
+	if len(base) == 0 && len(over) == 0 {
+		return base
+	}
+	out := make(map[string]uint64, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
