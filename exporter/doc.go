@@ -1,4 +1,21 @@
-// Package exporter will hold the Prometheus collectors that render a
-// topology.Node and live counters as metrics. It is empty until the agent
-// issue lands; the folder is part of the layout in DESIGN.md.
+// Package exporter renders a node as Prometheus metrics for `gpuaffinity
+// agent`: the last good discovery (topology.Node: GPUs, NICs, pairing),
+// what NVML answers at scrape time (GPU health, NVLink state and error
+// counters), the RDMA ports' state and counters read from sysfs at scrape
+// time (rdma.CounterReader), and the agent's own state (discovery, health
+// gate, state files, XID counts). docs/metrics.md is the metric contract;
+// desc_test.go keeps the two in step.
+//
+// A collection runs three collectors at once, nvml, rdma and topology,
+// each with a deadline, the way node_exporter reports its collectors
+// (gpuaffinity_scrape_collector_success and _duration_seconds) but with a
+// per-collector timeout node_exporter lacks: a failing collector costs its
+// own series, never the scrape, which answers 200. Concurrent scrapes
+// share one collection. Metrics are built fresh each collection
+// (prometheus.NewConstMetric), so a series of a device that is gone
+// disappears, except where the contract keeps it as 0 (a GPU or an NVLink
+// the discovery listed).
+//
+// Errors never panic the exporter: a collector's panic becomes its error,
+// a label value that cannot be encoded is dropped with an error.
 package exporter

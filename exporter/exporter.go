@@ -1,20 +1,31 @@
 package exporter
 
 import (
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/gpuaffinity/gpuaffinity/health"
+	"github.com/gpuaffinity/gpuaffinity/rdma"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
-// State is what the agent knows of the node when a scrape starts.
+// State is what the agent knows of the node when a scrape starts. The
+// exporter only reads Node and Health: the agent must not modify them once
+// handed over (replace the pointer instead), because a collector past its
+// deadline may still be reading them.
 type State struct {
 	// Node is the last good discovery; nil before the first one succeeded.
 	Node *topology.Node
@@ -41,9 +52,11 @@ type DiscoveryStatus struct {
 
 // Options configure an Exporter.
 type Options struct {
-	// Root is the filesystem root RDMA counters are read under ("/" live).
+	// Root is the filesystem root RDMA counters are read under ("/" live;
+	// "" means "/").
 	Root string
-	// State returns the agent's current state; it is called once per scrape.
+	// State returns the agent's current state; it is called once per
+	// collection. Nil means an empty State.
 	State func() State
 	// NVML returns the NVML library to read at scrape time; a nil func or a
 	// nil result means NVML is not available.
@@ -52,29 +65,127 @@ type Options struct {
 	XID *XIDCounter
 	// Timeout is each collector's deadline; 0 means 5 s.
 	Timeout time.Duration
-	// Version, Revision are the build's, for gpuaffinity_build_info.
+	// Logger gets collector failures (once per change, not per scrape);
+	// nil discards them.
 	Logger *slog.Logger
+	// Registry is the registry the exporter registers its collectors in
+	// and Handler serves; nil means a new prometheus.NewRegistry(). Tests
+	// pass prometheus.NewPedanticRegistry().
+	Registry *prometheus.Registry
+	// ReadFile reads RDMA attribute and counter files; nil means
+	// os.ReadFile. Tests use it to answer EINVAL (see rdma.CounterReader).
+	ReadFile func(name string) ([]byte, error)
 }
+
+// DefaultTimeout is a collector's deadline when Options.Timeout is 0.
+const DefaultTimeout = 5 * time.Second
 
 // Exporter renders the node and its live counters as Prometheus metrics.
+//
+// Each collection runs three collectors at once: nvml (GPUs and NVLinks,
+// read from NVML), rdma (RDMA ports, read from sysfs) and topology (the
+// last good discovery's pairing). Each has Options.Timeout to finish; one
+// that fails reports gpuaffinity_scrape_collector_success 0 and keeps the
+// series it could read, one past its deadline reports 0 and its output is
+// dropped. A collector still running from an earlier collection is not
+// started again: it reports 0 until it returns. The agent's own metrics
+// (discovery, health gate, state files, XIDs, build info) come from State
+// and memory and are always present.
 type Exporter struct {
-	opts Options
-	reg  *prometheus.Registry
+	opts    Options
+	reg     *prometheus.Registry
+	gather  *coalescer
+	rdma    *rdma.CounterReader
+	timeout time.Duration
+	log     *slog.Logger
+	parts   []*collector
 }
 
-// New returns an Exporter for opts.
+// New returns an Exporter for opts and registers its collectors, the
+// build info (gpuaffinity_build_info), and the Go and process collectors
+// in the registry.
 func New(opts Options) (*Exporter, error) {
-	return &Exporter{opts: opts, reg: prometheus.NewRegistry()}, nil
+	e := &Exporter{opts: opts, reg: opts.Registry, timeout: opts.Timeout, log: opts.Logger}
+	if e.reg == nil {
+		e.reg = prometheus.NewRegistry()
+	}
+	if e.timeout <= 0 {
+		e.timeout = DefaultTimeout
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	root := opts.Root
+	if root == "" {
+		root = "/"
+	}
+	e.rdma = &rdma.CounterReader{Root: root, ReadFile: opts.ReadFile}
+	e.rdma.Counters, e.rdma.CountersExt, e.rdma.HwCounters = rdmaCounterFiles()
+	e.parts = []*collector{
+		{name: "nvml", run: e.collectNVML},
+		{name: "rdma", run: e.collectRDMA},
+		{name: "topology", run: collectTopology},
+	}
+	for _, c := range []prometheus.Collector{
+		nodeCollector{e},
+		versioncollector.NewCollector(ns),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := e.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("exporter: register: %w", err)
+		}
+	}
+	e.gather = &coalescer{g: e.reg}
+	return e, nil
 }
 
 // Handler serves /metrics. Concurrent scrapes share one collection; a
-// failing collector marks itself unsuccessful and the rest still answers 200.
+// failing collector marks itself unsuccessful and the rest still answers
+// 200. It adds promhttp's promhttp_metric_handler_* metrics.
 func (e *Exporter) Handler() http.Handler {
-	return promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.InstrumentMetricHandler(e.reg, promhttp.HandlerFor(e.gather, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slogPrinter{e.log},
+		Registry:      e.reg,
+	}))
 }
 
-// Gatherer gathers one collection (what Handler serves).
-func (e *Exporter) Gatherer() prometheus.Gatherer { return e.reg }
+// Gatherer gathers one collection (what Handler serves). Concurrent
+// Gather calls share one collection.
+func (e *Exporter) Gatherer() prometheus.Gatherer { return e.gather }
+
+// DisabledRDMAFiles lists the RDMA counter files the exporter stopped
+// reading because they answered EINVAL.
+func (e *Exporter) DisabledRDMAFiles() []string { return e.rdma.DisabledFiles() }
+
+func (e *Exporter) state() State {
+	if e.opts.State == nil {
+		return State{}
+	}
+	return e.opts.State()
+}
+
+// coalescer makes concurrent Gather calls share one registry Gather.
+// (promhttp.HandlerOpts.CoalesceGather does the same for the handler only
+// and is marked experimental in client_golang v1.25.0.)
+type coalescer struct {
+	g  prometheus.Gatherer
+	sf singleflight.Group
+}
+
+// Gather returns the shared collection's families; the slice is the
+// caller's own, the families are shared and must not be modified.
+func (c *coalescer) Gather() ([]*dto.MetricFamily, error) {
+	v, err, _ := c.sf.Do("", func() (any, error) { return c.g.Gather() })
+	mfs, _ := v.([]*dto.MetricFamily)
+	return slices.Clone(mfs), err
+}
+
+// slogPrinter adapts slog to promhttp's error log.
+type slogPrinter struct{ l *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.l.Error(fmt.Sprint(v...)) }
 
 // XIDCounter counts XID events per GPU and code. It is safe for
 // concurrent use; the zero value is ready.
@@ -101,4 +212,11 @@ func (c *XIDCounter) Add(gpu int, code uint64, t time.Time) {
 	if t.After(c.last[gpu]) {
 		c.last[gpu] = t
 	}
+}
+
+// snapshot copies the counts and last times.
+func (c *XIDCounter) snapshot() (map[xidKey]uint64, map[int]time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.count), maps.Clone(c.last)
 }

@@ -1,0 +1,63 @@
+package exporter
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// benchScrape GETs url b.N times, reading the whole answer.
+func benchScrape(b *testing.B, url string) {
+	b.Helper()
+	b.ReportAllocs()
+	var size int64
+	for b.Loop() {
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("status %d, %v", resp.StatusCode, err)
+		}
+		size = n
+	}
+	b.ReportMetric(float64(size), "bytes/scrape")
+}
+
+// BenchmarkScrape is one full HTTP scrape of the agent's /metrics on
+// dgx-h100: NVML replayed (8 GPUs, 144 NVLinks), 12 RDMA ports read from
+// the fake sysfs, topology, Go and process metrics.
+func BenchmarkScrape(b *testing.B) {
+	root, node := fixture(b, "dgx-h100")
+	e := newExporter(b, root, node, replay(b, root))
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	benchScrape(b, srv.URL)
+}
+
+// BenchmarkScrapeRDMA is the RDMA collector's part alone: one
+// CounterReader.Read of the 12 ports and their metrics.
+func BenchmarkScrapeRDMA(b *testing.B) {
+	root, node := fixture(b, "dgx-h100")
+	e := newExporter(b, root, node, nil)
+	st := State{Node: node}
+	b.ReportAllocs()
+	for b.Loop() {
+		var s sink
+		if err := e.collectRDMA(b.Context(), &st, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNodeExporterScrape is node_exporter's infiniband-only scrape of
+// the same fixture over HTTP, for comparison (its process, not ours, does
+// the work; allocations are the client's).
+func BenchmarkNodeExporterScrape(b *testing.B) {
+	root, _ := fixture(b, "dgx-h100")
+	url := startNodeExporter(b, root)
+	benchScrape(b, url)
+}

@@ -1,0 +1,83 @@
+package exporter
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Every metric the exporter's own collector can send, described once.
+// docs/metrics.md is the contract; desc_test.go checks that the two agree.
+
+const ns = "gpuaffinity"
+
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
+}
+
+var (
+	// Collector bookkeeping.
+	descCollectorDuration = newDesc("scrape_collector_duration_seconds", "Time the collector took in this scrape.", "collector")
+	descCollectorSuccess  = newDesc("scrape_collector_success", "1 when the collector finished without error within its deadline.", "collector")
+
+	// Agent state.
+	descDiscoverySuccess   = newDesc("discovery_success", "1 when the last discovery succeeded; 0 while the agent serves the last good node.")
+	descDiscoveryLast      = newDesc("discovery_last_timestamp_seconds", "Time of the last discovery attempt.")
+	descDiscoveryLastOK    = newDesc("discovery_last_success_timestamp_seconds", "Time of the last successful discovery.")
+	descDiscoveryDuration  = newDesc("discovery_duration_seconds", "How long the last discovery took.")
+	descStateWriteSuccess  = newDesc("state_write_success", "1 when the files under --state-dir were last written without error.")
+	descHealthHealthy      = newDesc("health_healthy", "1 when the last health gate passed (what /readyz answers).")
+	descHealthCheckFailed  = newDesc("health_check_failed", "1 for each check that failed at the last health gate, 0 for the others.", "check")
+	descHealthLastRun      = newDesc("health_last_run_timestamp_seconds", "Time of the last health gate.")
+	descXIDErrors          = newDesc("gpu_xid_errors_total", "XID critical errors seen by the agent's NVML event watch, by code.", "gpu", "xid")
+	descLastXIDTimestamp   = newDesc("gpu_last_xid_timestamp_seconds", "Time of the last XID of the GPU.", "gpu")
+	descNVMLUp             = newDesc("nvml_up", "1 when NVML initialised at this scrape.")
+	descGPUInfo            = newDesc("gpu_info", "1 per GPU; numa_node is empty when unknown.", "gpu", "uuid", "bus_id", "model", "numa_node")
+	descGPUUp              = newDesc("gpu_up", "1 while NVML answers for the GPU; 0 when NVML reports it lost, its handle fails or NVML is unavailable.", "gpu")
+	descPCIeGen            = newDesc("gpu_pcie_link_generation", "Current PCIe generation of the GPU's link.", "gpu")
+	descPCIeMaxGen         = newDesc("gpu_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link.", "gpu")
+	descPCIeWidth          = newDesc("gpu_pcie_link_width", "Current PCIe lanes of the GPU's link.", "gpu")
+	descPCIeMaxWidth       = newDesc("gpu_pcie_link_max_width", "Maximum PCIe lanes of the GPU's link.", "gpu")
+	descPCIeReplays        = newDesc("gpu_pcie_replays_total", "PCIe replay counter of the GPU.", "gpu")
+	descECCVolatile        = newDesc("gpu_ecc_uncorrected_volatile_errors_total", "Uncorrected ECC errors since the driver loaded.", "gpu")
+	descECCAggregate       = newDesc("gpu_ecc_uncorrected_aggregate_errors_total", "Uncorrected ECC errors over the GPU's life.", "gpu")
+	descRemapCorrectable   = newDesc("gpu_remapped_rows_correctable", "Rows remapped for correctable errors.", "gpu")
+	descRemapUncorrectable = newDesc("gpu_remapped_rows_uncorrectable", "Rows remapped for uncorrectable errors.", "gpu")
+	descRemapPending       = newDesc("gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.", "gpu")
+	descRemapFailure       = newDesc("gpu_remapped_rows_failure", "1 when a row remap failed.", "gpu")
+	descRetiredPages       = newDesc("gpu_retired_pages", "Retired pages (both causes).", "gpu")
+	descRetiredPending     = newDesc("gpu_retired_pages_pending", "1 when a page retirement waits for a reset.", "gpu")
+	descFabricState        = newDesc("gpu_fabric_state", "GPU fabric registration state: 1 not started, 2 in progress, 3 completed.", "gpu")
+	descFabricStatus       = newDesc("gpu_fabric_status", "nvml.Return of the fabric registration (0 success), once the state is completed.", "gpu")
+	descRecoveryAction     = newDesc("gpu_recovery_action", "NVML's recovery action for the GPU: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.", "gpu")
+	descNVLinkVisible      = newDesc("nvlink_visible", "1 when NVML reports NVLink state for the GPU; 0 where every link answers NOT_SUPPORTED.", "gpu")
+	descNVLinkExpected     = newDesc("nvlink_expected_links", "Links the GPU should have up: the --expect count, else the links NVML listed at discovery.", "gpu")
+	descNVLinkUp           = newDesc("nvlink_up", "1 when the NVLink is up, 0 when it is down or unreadable.", "gpu", "link")
+	descNVLinkCRCFlit      = newDesc("nvlink_crc_flit_errors_total", "NVLink data-link CRC flit errors.", "gpu", "link")
+	descNVLinkCRCData      = newDesc("nvlink_crc_data_errors_total", "NVLink data-link CRC data errors.", "gpu", "link")
+	descNVLinkReplay       = newDesc("nvlink_replay_errors_total", "NVLink data-link replays.", "gpu", "link")
+	descNVLinkRecovery     = newDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries.", "gpu", "link")
+
+	// RDMA (besides the counters of rdmaCounters).
+	descRDMAInfo      = newDesc("rdma_info", "1 per RDMA port.", "device", "port", "link_layer", "fabric", "role", "netdev", "bus_id", "firmware")
+	descRDMAState     = newDesc("rdma_state_id", "State of the port (1: down, 2: init, 3: armed, 4: active, 5: active defer).", "device", "port")
+	descRDMAPhysState = newDesc("rdma_physical_state_id", "Physical state of the port (1: sleep, 2: polling, 3: disabled, 4: training, 5: link up, 6: link error recovery, 7: phy test).", "device", "port")
+	descRDMARate      = newDesc("rdma_rate_bytes_per_second", "Signalling rate of the port.", "device", "port")
+	descRDMADisabled  = newDesc("rdma_counters_disabled", "Counter files of the port the agent stopped reading because they answered EINVAL.", "device", "port")
+	descRDMAPresent   = newDesc("rdma_device_present", "1 when the RDMA device's ports were read at this scrape; 0 for a device of the last discovery that is gone.", "device")
+	descRDMALifespan  = newDesc("rdma_lifespan_seconds", "hw_counters/lifespan: the period within which two reads of the hw_counters may return the same values.", "device", "port")
+	descTopologyPair  = newDesc("topology_pair_info", "1 per GPU to NIC pair (class PIX, PXB, PHB, NODE, SYS).", "gpu", "nic", "class")
+	descTopologyBest  = newDesc("topology_best_nic_class", "The GPU's pair class: PIX=1, PXB=2, PHB=3, NODE=4, SYS=5; 0 no compute NIC.", "gpu")
+	descTopologyAlign = newDesc("topology_aligned", "1 when every GPU has a compute NIC at PXB or closer.")
+	fixedDescs        = []*prometheus.Desc{
+		descCollectorDuration, descCollectorSuccess,
+		descDiscoverySuccess, descDiscoveryLast, descDiscoveryLastOK, descDiscoveryDuration,
+		descStateWriteSuccess, descHealthHealthy, descHealthCheckFailed, descHealthLastRun,
+		descXIDErrors, descLastXIDTimestamp, descNVMLUp, descGPUInfo, descGPUUp,
+		descPCIeGen, descPCIeMaxGen, descPCIeWidth, descPCIeMaxWidth, descPCIeReplays,
+		descECCVolatile, descECCAggregate, descRemapCorrectable, descRemapUncorrectable,
+		descRemapPending, descRemapFailure, descRetiredPages, descRetiredPending,
+		descFabricState, descFabricStatus, descRecoveryAction,
+		descNVLinkVisible, descNVLinkExpected, descNVLinkUp,
+		descNVLinkCRCFlit, descNVLinkCRCData, descNVLinkReplay, descNVLinkRecovery,
+		descRDMAInfo, descRDMAState, descRDMAPhysState, descRDMARate, descRDMADisabled,
+		descRDMAPresent, descRDMALifespan,
+		descTopologyPair, descTopologyBest, descTopologyAlign,
+	}
+)

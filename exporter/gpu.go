@@ -1,0 +1,199 @@
+package exporter
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuaffinity/gpuaffinity/nvml"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// collectNVML reads NVML (nvml.Read: Init, every GPU, Shutdown) and
+// renders the GPUs of the last discovery joined with what NVML answered
+// now. A GPU of the discovery that NVML does not answer for (lost, a
+// failed handle, missing, or NVML unavailable) is up 0 and keeps its info
+// and NVLink series; a link listed at discovery stays as 0 when it is down
+// or unreadable. NVML unavailable is the collector's error.
+//
+// nvml.Read cannot be interrupted: ctx is not consulted; the runner drops
+// the output of a read that ends past the deadline.
+func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
+	var lib gonvml.Interface
+	if e.opts.NVML != nil {
+		lib = e.opts.NVML()
+	}
+	res := nvml.Read(lib)
+	s.gauge(descNVMLUp, b2f(res.Available))
+
+	byBus := map[string]*nvml.GPU{}
+	byIndex := map[int]*nvml.GPU{}
+	for i := range res.GPUs {
+		g := &res.GPUs[i]
+		byIndex[g.Index] = g
+		if g.BusID != "" {
+			byBus[g.BusID] = g
+		}
+	}
+	used := map[*nvml.GPU]bool{}
+	labelled := map[int]bool{} // gpu label values sent
+	if st.Node != nil {
+		for i := range st.Node.GPUs {
+			ng := &st.Node.GPUs[i]
+			g := byBus[ng.BusID]
+			if g == nil && ng.NVMLIndex != nil {
+				// A GPU whose handle failed or that was lost before
+				// GetPciInfo has no bus id: join it by NVML index.
+				if x := byIndex[*ng.NVMLIndex]; x != nil && x.BusID == "" {
+					g = x
+				}
+			}
+			if used[g] {
+				g = nil
+			}
+			if g != nil {
+				used[g] = true
+			}
+			labelled[ng.Index] = true
+			gpuMetrics(st, ng, g, s)
+		}
+	}
+	// GPUs NVML answers for that the discovery does not know (no
+	// discovery yet, or a GPU that appeared since).
+	var errs []error
+	for i := range res.GPUs {
+		g := &res.GPUs[i]
+		switch {
+		case used[g]:
+		case labelled[g.Index]:
+			// Its index is a discovered GPU's that NVML no longer
+			// answers for under that bus id: the GPUs were renumbered.
+			errs = append(errs, fmt.Errorf("NVML GPU %d (%s) is not the discovered GPU %d: rediscovery needed", g.Index, g.BusID, g.Index))
+		default:
+			labelled[g.Index] = true
+			gpuMetrics(st, nil, g, s)
+		}
+	}
+	return errors.Join(append([]error{res.Err}, errs...)...)
+}
+
+// gpuMetrics renders one GPU: ng is its discovery entry (nil when none),
+// g what NVML answered at this scrape (nil when nothing).
+func gpuMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
+	var idx int
+	var uuid, bus, model, numa string
+	if ng != nil {
+		idx, uuid, bus, model = ng.Index, ng.UUID, ng.BusID, ng.Model
+		if ng.NUMANode != nil {
+			numa = itoa(*ng.NUMANode)
+		}
+	} else {
+		idx = g.Index
+	}
+	if g != nil {
+		uuid, bus, model = cmp.Or(uuid, g.UUID), cmp.Or(bus, g.BusID), cmp.Or(model, g.Name)
+	}
+	gpu := itoa(idx)
+	s.gauge(descGPUInfo, 1, gpu, uuid, bus, model, numa)
+	s.gauge(descGPUUp, b2f(g != nil && g.State == nvml.StateOK), gpu)
+
+	if g != nil {
+		if g.PCIeGen > 0 {
+			s.gauge(descPCIeGen, float64(g.PCIeGen), gpu)
+		}
+		if g.PCIeMaxGen > 0 {
+			s.gauge(descPCIeMaxGen, float64(g.PCIeMaxGen), gpu)
+		}
+		if g.PCIeWidth > 0 {
+			s.gauge(descPCIeWidth, float64(g.PCIeWidth), gpu)
+		}
+		if g.PCIeMaxWidth > 0 {
+			s.gauge(descPCIeMaxWidth, float64(g.PCIeMaxWidth), gpu)
+		}
+		healthMetrics(gpu, &g.Health, s)
+	}
+
+	// NVLink: the links of the discovery and of this scrape.
+	visible := (ng != nil && ng.NVLinkVisible) || (g != nil && g.NVLinkVisible)
+	s.gauge(descNVLinkVisible, b2f(visible), gpu)
+	expected, ok := st.ExpectedNVLinks[idx]
+	switch {
+	case ok:
+	case ng != nil:
+		expected = len(ng.NVLinks)
+	case g != nil:
+		expected = len(g.NVLinks)
+	}
+	s.gauge(descNVLinkExpected, float64(expected), gpu)
+
+	now := map[int]*nvml.NVLink{}
+	var links []int
+	if g != nil {
+		for i := range g.NVLinks {
+			l := &g.NVLinks[i]
+			now[l.Link] = l
+			links = append(links, l.Link)
+		}
+	}
+	if ng != nil {
+		for _, l := range ng.NVLinks {
+			if now[l.Link] == nil {
+				links = append(links, l.Link)
+			}
+		}
+	}
+	slices.Sort(links)
+	links = slices.Compact(links)
+	for _, n := range links {
+		link := itoa(n)
+		l := now[n]
+		s.gauge(descNVLinkUp, b2f(l != nil && l.Active), gpu, link)
+		if l == nil {
+			continue
+		}
+		counterPtr(s, descNVLinkCRCFlit, l.CRCFlitErrors, gpu, link)
+		counterPtr(s, descNVLinkCRCData, l.CRCDataErrors, gpu, link)
+		counterPtr(s, descNVLinkReplay, l.ReplayErrors, gpu, link)
+		counterPtr(s, descNVLinkRecovery, l.RecoveryErrors, gpu, link)
+	}
+}
+
+// healthMetrics renders NVML's health answers; a nil answer (NOT_SUPPORTED
+// or failed) is no series.
+func healthMetrics(gpu string, h *nvml.Health, s *sink) {
+	counterPtr(s, descPCIeReplays, h.PCIeReplay, gpu)
+	counterPtr(s, descECCVolatile, h.ECCUncorrectedVolatile, gpu)
+	counterPtr(s, descECCAggregate, h.ECCUncorrectedAggregate, gpu)
+	gaugeInt(s, descRemapCorrectable, h.RemappedRowsCorrectable, gpu)
+	gaugeInt(s, descRemapUncorrectable, h.RemappedRowsUncorrectable, gpu)
+	gaugeBool(s, descRemapPending, h.RemapPending, gpu)
+	gaugeBool(s, descRemapFailure, h.RemapFailure, gpu)
+	gaugeInt(s, descRetiredPages, h.RetiredPages, gpu)
+	gaugeBool(s, descRetiredPending, h.RetiredPagesPending, gpu)
+	gaugeInt(s, descFabricState, h.FabricState, gpu)
+	gaugeInt(s, descFabricStatus, h.FabricStatus, gpu)
+	gaugeInt(s, descRecoveryAction, h.RecoveryAction, gpu)
+}
+
+func counterPtr(s *sink, d *prometheus.Desc, v *uint64, labels ...string) {
+	if v != nil {
+		s.counter(d, float64(*v), labels...)
+	}
+}
+
+func gaugeInt(s *sink, d *prometheus.Desc, v *int, labels ...string) {
+	if v != nil {
+		s.gauge(d, float64(*v), labels...)
+	}
+}
+
+func gaugeBool(s *sink, d *prometheus.Desc, v *bool, labels ...string) {
+	if v != nil {
+		s.gauge(d, b2f(*v), labels...)
+	}
+}

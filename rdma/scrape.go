@@ -1,0 +1,269 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Counter directories of a port (sysfs-class-infiniband ABI text).
+const (
+	DirCounters    = "counters"     // IBTA PortCounters, kernel 2.6.12+
+	DirCountersExt = "counters_ext" // 64-bit PortCountersExtended before kernel 4.5
+	DirHwCounters  = "hw_counters"  // driver counters (mlx5, bnxt_re, efa, ...), kernel 4.6+
+)
+
+// CounterReader reads every RDMA port's state and counters under a root at
+// scrape time, from <root>/sys/class/infiniband/<dev>/ports/<n>/: state,
+// phys_state, rate, link_layer and the files of counters/, counters_ext/
+// and hw_counters/.
+//
+// It is long-lived: a counter file that answers EINVAL (ConnectX-7 ports
+// in switch mode on VL15_dropped, the Fabric-Manager "limited PFs" of
+// DGX/HGX B200, where every read also logs an mlx5_cmd_out_err line in the
+// kernel log) is remembered and never read again, so a scrape does not
+// flood the kernel log. A CounterReader is safe for concurrent use.
+type CounterReader struct {
+	// Root is the filesystem root ("/" live).
+	Root string
+	// ReadFile reads one attribute file; nil means a bounded single read
+	// (open, read, close; os.ReadFile outside Linux). Tests set it to
+	// answer syscall.EINVAL in an *fs.PathError (as os.ReadFile reports
+	// the kernel's read(2) answer) for chosen paths: a tmpfs or disk file
+	// cannot produce EINVAL on read.
+	ReadFile func(name string) ([]byte, error)
+	// Counters, CountersExt and HwCounters name the files to read in each
+	// directory; nil reads every regular file there.
+	Counters, CountersExt, HwCounters []string
+
+	mu       sync.Mutex
+	disabled map[string]struct{} // paths that answered EINVAL
+}
+
+// PortSample is one port as read at one scrape. Counter values are as the
+// file holds them: port_rcv_data, port_xmit_data and the *_data_64 files
+// count 4-byte words.
+type PortSample struct {
+	Device      string
+	Port        int
+	State       string  // state text, "ACTIVE"
+	StateID     int     // state number, 4
+	PhysState   string  // phys_state text, "LinkUp"
+	PhysStateID int     // phys_state number, 5
+	RateGbps    float64 // rate, "400 Gb/sec (4X NDR)" -> 400
+	LinkLayer   string  // link_layer; "" when the file is missing
+	// Counters, CountersExt and HwCounters map a file name of counters/,
+	// counters_ext/ and hw_counters/ to its value. A file that is missing,
+	// unreadable for permission or support, answers "N/A (no PMA)" (iWARP
+	// ports without a performance management agent) or EINVAL is absent.
+	Counters    map[string]uint64
+	CountersExt map[string]uint64
+	HwCounters  map[string]uint64
+	// Disabled counts this port's counter files the reader no longer
+	// reads because they answered EINVAL.
+	Disabled int
+}
+
+// Read reads every port of every RDMA device, in device name and port
+// order. A root without class/infiniband has none: no error.
+//
+// A device or port that vanishes between the listing and its reading (a
+// NIC removed, a driver reloaded) is left out without an error: its
+// absence is the answer. A port whose state, phys_state or rate is
+// unreadable or malformed is left out with an error; a counter file that
+// is unreadable (other than as described at PortSample) or does not hold
+// a number is left out with an error. Errors name the file; Read returns
+// the ports it could read together with the errors (joined). It stops at
+// ctx's end and returns what it has and ctx's error.
+func (r *CounterReader) Read(ctx context.Context) ([]PortSample, error) {
+	classDir := filepath.Join(r.root(), "sys/class/infiniband")
+	entries, err := os.ReadDir(classDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list RDMA devices: %w", err)
+	}
+	var (
+		out  []PortSample
+		errs []error
+	)
+	for _, e := range entries {
+		portsDir := filepath.Join(classDir, e.Name(), "ports")
+		ports, err := os.ReadDir(portsDir)
+		if err != nil {
+			if !gone(err) {
+				errs = append(errs, fmt.Errorf("RDMA device %s: list ports: %w", e.Name(), err))
+			}
+			continue
+		}
+		nums := make([]int, 0, len(ports))
+		for _, p := range ports {
+			n, err := strconv.Atoi(p.Name())
+			if err != nil || n < 0 {
+				errs = append(errs, fmt.Errorf("%s: not a port number", filepath.Join(portsDir, p.Name())))
+				continue
+			}
+			nums = append(nums, n)
+		}
+		slices.Sort(nums)
+		for _, n := range nums {
+			if err := ctx.Err(); err != nil {
+				return out, errors.Join(append(errs, err)...)
+			}
+			s, ok, perrs := r.readPort(e.Name(), filepath.Join(portsDir, strconv.Itoa(n)), n)
+			errs = append(errs, perrs...)
+			if ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// DisabledFiles returns the counter files that answered EINVAL, sorted.
+func (r *CounterReader) DisabledFiles() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.disabled))
+	for p := range r.disabled {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (r *CounterReader) root() string {
+	if r.Root == "" {
+		return "/"
+	}
+	return r.Root
+}
+
+func (r *CounterReader) readFile(name string) ([]byte, error) {
+	if r.ReadFile != nil {
+		return r.ReadFile(name)
+	}
+	return readAttr(name)
+}
+
+// gone reports whether err says the file or its directory went away.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV)
+}
+
+// readPort reads one port; ok is false when the port vanished or its
+// state could not be read.
+func (r *CounterReader) readPort(dev, dir string, n int) (s PortSample, ok bool, errs []error) {
+	s = PortSample{Device: dev, Port: n}
+	attr := func(name string) (string, bool) {
+		b, err := r.readFile(filepath.Join(dir, name))
+		if err != nil {
+			if !gone(err) {
+				errs = append(errs, fmt.Errorf("RDMA device %s port %d: %w", dev, n, err))
+			}
+			return "", false
+		}
+		return strings.TrimSpace(string(b)), true
+	}
+	malformed := func(name string, err error) {
+		errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(dir, name), err))
+	}
+	st, ok1 := attr("state")
+	ph, ok2 := attr("phys_state")
+	rate, ok3 := attr("rate")
+	if !ok1 || !ok2 || !ok3 {
+		return s, false, errs
+	}
+	var err error
+	if s.StateID, s.State, err = ParseState(st); err != nil {
+		malformed("state", err)
+		return s, false, errs
+	}
+	if s.PhysStateID, s.PhysState, err = ParseState(ph); err != nil {
+		malformed("phys_state", err)
+		return s, false, errs
+	}
+	if s.RateGbps, err = ParseRate(rate); err != nil {
+		malformed("rate", err)
+		return s, false, errs
+	}
+	if ll, err := r.readFile(filepath.Join(dir, "link_layer")); err == nil {
+		s.LinkLayer = strings.TrimSpace(string(ll))
+	}
+	s.Counters = r.readCounters(&s, filepath.Join(dir, DirCounters), r.Counters, &errs)
+	s.CountersExt = r.readCounters(&s, filepath.Join(dir, DirCountersExt), r.CountersExt, &errs)
+	s.HwCounters = r.readCounters(&s, filepath.Join(dir, DirHwCounters), r.HwCounters, &errs)
+	return s, true, errs
+}
+
+// readCounters reads the wanted files of one counter directory; nil when
+// the directory is missing.
+func (r *CounterReader) readCounters(s *PortSample, dir string, want []string, errs *[]error) map[string]uint64 {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !gone(err) {
+			*errs = append(*errs, fmt.Errorf("RDMA device %s port %d: %w", s.Device, s.Port, err))
+		}
+		return nil
+	}
+	out := make(map[string]uint64, len(entries))
+	for _, e := range entries {
+		if !e.Type().IsRegular() || (want != nil && !slices.Contains(want, e.Name())) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if r.isDisabled(path) {
+			s.Disabled++
+			continue
+		}
+		b, err := r.readFile(path)
+		switch {
+		case err == nil:
+		case errors.Is(err, syscall.EINVAL):
+			r.disable(path)
+			s.Disabled++
+			continue
+		case gone(err), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EOPNOTSUPP):
+			continue
+		default:
+			*errs = append(*errs, err) // an *fs.PathError names the file
+			continue
+		}
+		text := strings.TrimSpace(string(b))
+		if strings.HasPrefix(text, "N/A") { // "N/A (no PMA)"
+			continue
+		}
+		v, err := strconv.ParseUint(text, 10, 64)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: malformed counter %q", path, text))
+			continue
+		}
+		out[e.Name()] = v
+	}
+	return out
+}
+
+func (r *CounterReader) isDisabled(path string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.disabled[path]
+	return ok
+}
+
+func (r *CounterReader) disable(path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.disabled == nil {
+		r.disabled = map[string]struct{}{}
+	}
+	r.disabled[path] = struct{}{}
+}
