@@ -92,8 +92,12 @@ func (r *CounterReader) Read(ctx context.Context) ([]PortSample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list RDMA devices: %w", err)
 	}
+	type job struct {
+		dev, dir string
+		port     int
+	}
 	var (
-		out  []PortSample
+		jobs []job
 		errs []error
 	)
 	for _, e := range entries {
@@ -116,18 +120,54 @@ func (r *CounterReader) Read(ctx context.Context) ([]PortSample, error) {
 		}
 		slices.Sort(nums)
 		for _, n := range nums {
-			if err := ctx.Err(); err != nil {
-				return out, errors.Join(append(errs, err)...)
-			}
-			s, ok, perrs := r.readPort(e.Name(), filepath.Join(portsDir, strconv.Itoa(n)), n)
-			errs = append(errs, perrs...)
-			if ok {
-				out = append(out, s)
-			}
+			jobs = append(jobs, job{e.Name(), filepath.Join(portsDir, strconv.Itoa(n)), n})
 		}
+	}
+	// Ports are read on a few goroutines: a scrape is dominated by the
+	// open/read/close of a few hundred small files, which overlap well.
+	type result struct {
+		s    PortSample
+		ok   bool
+		errs []error
+	}
+	results := make([]result, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(jobs), readWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				s, ok, perrs := r.readPort(j.dev, j.dir, j.port)
+				results[i] = result{s, ok, perrs}
+			}
+		}()
+	}
+	var cancelled error
+	for i := range jobs {
+		if cancelled = ctx.Err(); cancelled != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var out []PortSample
+	for _, res := range results {
+		errs = append(errs, res.errs...)
+		if res.ok {
+			out = append(out, res.s)
+		}
+	}
+	if cancelled != nil {
+		errs = append(errs, cancelled)
 	}
 	return out, errors.Join(errs...)
 }
+
+// readWorkers is how many ports Read reads at once.
+const readWorkers = 4
 
 // DisabledFiles returns the counter files that answered EINVAL, sorted.
 func (r *CounterReader) DisabledFiles() []string {
