@@ -1,4 +1,13 @@
-// Package systemd will hold the unit files and the sd_notify/watchdog
-// glue of the agent. It is empty until the agent issue lands; the folder
-// is part of the layout in DESIGN.md.
+// Package systemd holds what the agent needs from systemd: the
+// sd_notify messages of a Type=notify service (READY=1, RELOADING=1,
+// STOPPING=1, STATUS=) and the watchdog's WATCHDOG=1 pings, over the
+// datagram socket systemd names in $NOTIFY_SOCKET (through
+// github.com/coreos/go-systemd/v22/daemon). Outside systemd ($NOTIFY_SOCKET
+// unset) every call does nothing and returns nil.
+//
+// The unit file, gpuaffinity.service, and its install notes (README.md)
+// sit beside this package. Errors name the socket; a service manager that
+// stops listening is an error the caller logs, never a reason to stop.
+// Nothing here reads flags or the environment beyond NOTIFY_SOCKET,
+// WATCHDOG_USEC and WATCHDOG_PID.
 package systemd

@@ -21,6 +21,7 @@ var cpumapWriters = map[string]func(io.Writer, binding.Map) error{
 
 func newCpumapCmd(g *globals) *cobra.Command {
 	var nf nodeFlags
+	var cf cacheFlags
 	var mode, output string
 	var ranksPerGPU, localRank int
 	cmd := &cobra.Command{
@@ -51,7 +52,7 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 			if ranksPerGPU < 1 {
 				return fmt.Errorf("--ranks-per-gpu %d: want at least 1", ranksPerGPU)
 			}
-			n, err := nf.discover(cmd, g)
+			n, err := cf.node(cmd, g, &nf)
 			defer nf.cleanup()
 			if err != nil {
 				return err
@@ -94,6 +95,7 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 		},
 	}
 	nf.register(cmd)
+	cf.register(cmd)
 	cmd.Flags().StringVar(&mode, "mode", string(binding.ModeExclusive), "binding mode: node, socket or exclusive")
 	cmd.Flags().IntVar(&ranksPerGPU, "ranks-per-gpu", 1, "local ranks per GPU; exclusive mode splits a GPU's share among them")
 	cmd.Flags().IntVar(&localRank, "local-rank", 0, "print only this local rank (default: every rank)")

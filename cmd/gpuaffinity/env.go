@@ -18,6 +18,7 @@ const topoFileName = "nccl-topo.xml"
 
 func newEnvCmd(g *globals) *cobra.Command {
 	var nf nodeFlags
+	var cf cacheFlags
 	var (
 		localRank int
 		output    string
@@ -55,7 +56,7 @@ nothing is printed on stdout. Warnings go to stderr.`,
 			case !allRanks && format != "sh" && format != "json" && format != "dotenv":
 				return fmt.Errorf("-o %q: want sh, json or dotenv", output)
 			}
-			n, err := nf.discover(cmd, g)
+			n, err := cf.node(cmd, g, &nf)
 			defer nf.cleanup()
 			if err != nil {
 				return err
@@ -143,6 +144,7 @@ nothing is printed on stdout. Warnings go to stderr.`,
 		},
 	}
 	nf.register(cmd)
+	cf.register(cmd)
 	cmd.Flags().IntVar(&localRank, "local-rank", 0, "local rank (default: from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK)")
 	cmd.Flags().StringVarP(&output, "output", "o", "sh", "output format: sh (export lines for eval), json, dotenv (systemd EnvironmentFile=, docker --env-file); with --all-ranks: table or json")
 	cmd.Flags().BoolVar(&allRanks, "all-ranks", false, "show every local rank (one per GPU, or per CUDA_VISIBLE_DEVICES entry)")

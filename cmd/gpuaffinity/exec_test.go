@@ -116,7 +116,7 @@ func execRun(t *testing.T, env []string, args ...string) execResult {
 }
 
 func execCleanEnv() []string {
-	drop := append(slices.Clone(nccl.LocalRankVars), "CUDA_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", execHelperVar)
+	drop := append(slices.Clone(nccl.LocalRankVars), "CUDA_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", "GPUAFFINITY_STATE_DIR", execHelperVar)
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")

@@ -49,7 +49,7 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	cmd.PersistentFlags().StringVar(&g.topoFile, "topo-file", "",
 		"a vendor NCCL topology file (Azure's, AWS's p4d file) taken as the authority for the PCIe placement of the devices it names")
 	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newEnvCmd(g),
-		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g))
+		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g), newAgentCmd(g))
 	return cmd
 }
 

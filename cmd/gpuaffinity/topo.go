@@ -33,24 +33,11 @@ func (f *nodeFlags) register(cmd *cobra.Command) {
 // (cobra's PostRun would be skipped on error, so the caller defers
 // cleanup), because some commands read files there after discovery.
 func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, error) {
-	opts := discover.Options{Root: g.root, TopoFile: g.topoFile, Roles: topology.RoleOptions{
-		ComputeNICs: splitList(f.computeNICs), ExcludeNICs: splitList(f.excludeNICs)}}
-	if f.demo != "" {
-		if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
-			return topology.Node{}, fmt.Errorf("--demo and --root exclude each other")
-		}
-		dir, err := os.MkdirTemp(demoTempDir(), "gpuaffinity-demo-")
-		if err != nil {
-			return topology.Node{}, err
-		}
-		f.demoDir = dir
-		if err := fakesys.BuildMachine(f.demo, dir); err != nil {
-			f.cleanup()
-			return topology.Node{}, fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
-		}
-		opts.Root = dir
+	root, err := f.prepareRoot(cmd, g)
+	if err != nil {
+		return topology.Node{}, err
 	}
-	n, err := discover.Discover(opts)
+	n, err := discover.Discover(discover.Options{Root: root, TopoFile: g.topoFile, Roles: f.roles()})
 	if err != nil {
 		f.cleanup()
 		return n, err
@@ -62,6 +49,33 @@ func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, err
 		f.cleanup()
 	}
 	return n, nil
+}
+
+// prepareRoot returns the root to discover under: --root, or with --demo
+// the demo machine, built into a temporary directory that lives until
+// cleanup.
+func (f *nodeFlags) prepareRoot(cmd *cobra.Command, g *globals) (string, error) {
+	if f.demo == "" {
+		return g.root, nil
+	}
+	if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
+		return "", fmt.Errorf("--demo and --root exclude each other")
+	}
+	dir, err := os.MkdirTemp(demoTempDir(), "gpuaffinity-demo-")
+	if err != nil {
+		return "", err
+	}
+	f.demoDir = dir
+	if err := fakesys.BuildMachine(f.demo, dir); err != nil {
+		f.cleanup()
+		return "", fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
+	}
+	return dir, nil
+}
+
+// roles are the NIC role pins of --compute-nics and --exclude-nics.
+func (f *nodeFlags) roles() topology.RoleOptions {
+	return topology.RoleOptions{ComputeNICs: splitList(f.computeNICs), ExcludeNICs: splitList(f.excludeNICs)}
 }
 
 // root is the root discovery read: the demo machine's while it lives.

@@ -1,0 +1,428 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/exporter"
+	"github.com/gpuaffinity/gpuaffinity/health"
+	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/render"
+	"github.com/gpuaffinity/gpuaffinity/systemd"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// Options configure an Agent.
+type Options struct {
+	// Root is the filesystem root to discover under: "/" for this host
+	// (live NVML and netlink), a fixture or snapshot directory otherwise.
+	Root string
+	// TopoFile and Roles are discovery's (--topo-file, --compute-nics,
+	// --exclude-nics).
+	TopoFile string
+	Roles    topology.RoleOptions
+	// StateDir receives topology.json, nccl-topo.xml and env; "" writes
+	// none.
+	StateDir string
+	// NFDFile, when set, is a Node Feature Discovery feature file
+	// rewritten after each health gate.
+	NFDFile string
+	// Rescan is the time between discoveries; 0 discovers only at start
+	// and on Rescan.
+	Rescan time.Duration
+	// Profile and Expect configure the health gate (health.Options).
+	Profile health.Profile
+	Expect  *health.Expect
+	// ListenAddresses are the HTTP addresses ("host:port", ":19400").
+	ListenAddresses []string
+	// SystemdSocket serves on the sockets systemd passes (socket
+	// activation) instead of ListenAddresses.
+	SystemdSocket bool
+	// WebConfigFile is exporter-toolkit's web configuration file (TLS,
+	// basic auth; docs/agent.md); "" serves plain HTTP.
+	WebConfigFile string
+	// Version is shown on the landing page.
+	Version string
+	// Logger receives the agent's logs; nil discards them.
+	Logger *slog.Logger
+	// ShutdownTimeout bounds the HTTP servers' graceful shutdown; 0
+	// means 5 s.
+	ShutdownTimeout time.Duration
+	// NVML replaces the NVML library nvml.Open(Root) would give (tests:
+	// a replay whose Init fails). It is not re-opened on rescans.
+	NVML gonvml.Interface
+}
+
+// Agent is the daemon. New prepares it and binds its listeners; Run
+// serves until its context ends.
+type Agent struct {
+	opts    Options
+	log     *slog.Logger
+	nv      *nvmlHold
+	xids    exporter.XIDCounter
+	exp     *exporter.Exporter
+	handler http.Handler
+	flags   web.FlagConfig
+
+	listeners []net.Listener
+	rescan    chan struct{}
+	ready     chan struct{}
+	ran       atomic.Bool
+
+	roundStart atomic.Int64 // UnixNano of the running round's start; 0 between rounds
+	xidRunning atomic.Bool  // the XID watch runs
+	xidMu      sync.Mutex
+	xidErr     string // the watch's last error, logged once
+
+	mu       sync.RWMutex
+	state    exporter.State
+	topology []byte // the JSON of state.Node
+	gateErr  string // why the last health gate could not run
+}
+
+// New checks opts, prepares the state directory (stale temporary files
+// of an interrupted write are removed) and binds the listeners. Run
+// serves; Close releases what New took when Run is never called.
+func New(opts Options) (*Agent, error) {
+	if opts.Root == "" {
+		opts.Root = "/"
+	}
+	if opts.Profile == "" {
+		opts.Profile = health.Pretrain
+	}
+	if _, err := health.ParseProfile(string(opts.Profile)); err != nil {
+		return nil, err
+	}
+	if opts.Rescan < 0 {
+		return nil, fmt.Errorf("rescan interval %s: want 0 or more", opts.Rescan)
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 5 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.WebConfigFile != "" {
+		if err := web.Validate(opts.WebConfigFile); err != nil {
+			return nil, fmt.Errorf("web config %s: %w", opts.WebConfigFile, err)
+		}
+	}
+	if !opts.SystemdSocket && len(opts.ListenAddresses) == 0 {
+		return nil, errors.New("no listen address")
+	}
+	if err := cleanStateDir(opts.StateDir, opts.NFDFile); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		opts:   opts,
+		log:    log,
+		nv:     newNVMLHold(opts.Root, opts.NVML, log),
+		rescan: make(chan struct{}, 1),
+		ready:  make(chan struct{}),
+		state:  exporter.State{StateWriteOK: true}, // nothing failed yet
+	}
+	addrs := append([]string(nil), opts.ListenAddresses...)
+	a.flags = web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &opts.SystemdSocket, WebConfigFile: &opts.WebConfigFile}
+	exp, err := exporter.New(exporter.Options{Root: opts.Root, State: a.State, NVML: a.nv.current, XID: &a.xids, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	a.exp = exp
+	if a.handler, err = a.routes(); err != nil {
+		return nil, err
+	}
+	if opts.SystemdSocket {
+		ls, err := activation.Listeners()
+		if err != nil {
+			return nil, fmt.Errorf("systemd socket activation: %w", err)
+		}
+		for _, l := range ls {
+			if l != nil {
+				a.listeners = append(a.listeners, l)
+			}
+		}
+		if len(a.listeners) == 0 {
+			return nil, errors.New("systemd socket activation: no sockets passed")
+		}
+	} else {
+		for _, addr := range opts.ListenAddresses {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				a.Close()
+				return nil, fmt.Errorf("listen %s: %w", addr, err)
+			}
+			a.listeners = append(a.listeners, l)
+		}
+	}
+	return a, nil
+}
+
+// Addrs are the addresses the agent listens on (with the port the
+// kernel picked for ":0").
+func (a *Agent) Addrs() []net.Addr {
+	out := make([]net.Addr, len(a.listeners))
+	for i, l := range a.listeners {
+		out[i] = l.Addr()
+	}
+	return out
+}
+
+// Handler serves the agent's endpoints (without the web configuration's
+// TLS and authentication, which Run adds).
+func (a *Agent) Handler() http.Handler { return a.handler }
+
+// Ready is closed once the first discovery round (discovery, state
+// files, health gate) has finished, successful or not.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Rescan asks for a discovery round now (SIGHUP). It does not wait; a
+// request while one is pending is merged with it.
+func (a *Agent) Rescan() {
+	select {
+	case a.rescan <- struct{}{}:
+	default:
+	}
+}
+
+// State is what the agent knows now; the exporter reads it per scrape.
+// The Node and Report it points to are never changed afterwards.
+func (a *Agent) State() exporter.State {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.state
+}
+
+// Close releases the listeners and NVML when Run was never called.
+func (a *Agent) Close() {
+	if a.ran.Load() {
+		return
+	}
+	for _, l := range a.listeners {
+		l.Close()
+	}
+	a.nv.close()
+}
+
+// Run serves HTTP, discovers the node and then rescans until ctx ends
+// (SIGTERM): it tells systemd STOPPING=1, shuts the servers down within
+// Options.ShutdownTimeout, waits for every goroutine it started and
+// drops its NVML Init. It returns nil after a clean stop, or the error
+// that stopped a server. Run may be called once.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	if !a.ran.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		a.nv.close()
+	}()
+
+	servers := make([]*http.Server, len(a.listeners))
+	serveErr := make(chan error, len(a.listeners))
+	for i, l := range a.listeners {
+		srv := &http.Server{
+			Handler:           a.handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		}
+		servers[i] = srv
+		wg.Go(func() {
+			if err := web.Serve(l, srv, &a.flags, a.log); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("serve %s: %w", l.Addr(), err)
+			}
+		})
+	}
+
+	a.round(ctx, "start")
+	close(a.ready)
+	if err := systemd.Ready(a.status()); err != nil {
+		a.log.Warn("systemd notify", "err", err)
+	}
+	a.startXIDWatch(ctx, &wg)
+
+	if iv, werr := systemd.WatchdogInterval(); werr != nil {
+		a.log.Warn("systemd watchdog", "err", werr)
+	} else if iv > 0 {
+		wg.Go(func() {
+			systemd.Watchdog(ctx, iv, func() bool { return a.alive(2 * iv) },
+				func(err error) { a.log.Warn("systemd watchdog", "err", err) })
+		})
+	}
+
+	var tick <-chan time.Time
+	if a.opts.Rescan > 0 {
+		t := time.NewTicker(a.opts.Rescan)
+		defer t.Stop()
+		tick = t.C
+	}
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-serveErr:
+			break loop
+		case <-tick:
+			a.round(ctx, "interval")
+			a.startXIDWatch(ctx, &wg)
+		case <-a.rescan:
+			if nerr := systemd.Reloading(); nerr != nil {
+				a.log.Warn("systemd notify", "err", nerr)
+			}
+			a.round(ctx, "rescan request")
+			a.startXIDWatch(ctx, &wg)
+			if nerr := systemd.Ready(a.status()); nerr != nil {
+				a.log.Warn("systemd notify", "err", nerr)
+			}
+		}
+	}
+
+	if nerr := systemd.Stopping(); nerr != nil {
+		a.log.Warn("systemd notify", "err", nerr)
+	}
+	a.log.Info("stopping")
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.ShutdownTimeout)
+	defer scancel()
+	for _, srv := range servers {
+		if serr := srv.Shutdown(sctx); serr != nil {
+			a.log.Warn("HTTP shutdown", "err", serr)
+			srv.Close()
+		}
+	}
+	return err
+}
+
+// alive is the watchdog's test: no discovery round has been running for
+// longer than limit.
+func (a *Agent) alive(limit time.Duration) bool {
+	start := a.roundStart.Load()
+	return start == 0 || time.Since(time.Unix(0, start)) < limit
+}
+
+// round discovers the node, writes the state files, runs the health gate
+// and publishes the result. A failed discovery keeps the last good node.
+func (a *Agent) round(ctx context.Context, why string) {
+	start := time.Now()
+	a.roundStart.Store(start.UnixNano())
+	defer a.roundStart.Store(0)
+
+	lib, source := a.nv.refresh()
+	n, err := discover.Discover(discover.Options{Root: a.opts.Root, NVML: lib, NVMLSource: source,
+		TopoFile: a.opts.TopoFile, Roles: a.opts.Roles})
+	dur := time.Since(start)
+	if err != nil {
+		a.mu.Lock()
+		a.state.Discovery = exporter.DiscoveryStatus{Last: start, LastSuccess: a.state.Discovery.LastSuccess,
+			OK: false, Duration: dur, Err: err.Error()}
+		kept := a.state.Node != nil
+		a.mu.Unlock()
+		a.log.Error("discovery failed", "why", why, "root", a.opts.Root, "err", err, "serving_last_good_node", kept)
+		return
+	}
+	for _, w := range n.Warnings {
+		a.log.Debug("discovery", "warning", w)
+	}
+
+	writeOK := true
+	js, warnings, werr := []byte(nil), []string(nil), error(nil)
+	if a.opts.StateDir != "" {
+		js, warnings, werr = writeState(a.opts.StateDir, n)
+		for _, w := range warnings {
+			a.log.Debug("env", "warning", w)
+		}
+	}
+	if werr != nil {
+		writeOK = false
+		a.log.Error("writing state files", "dir", a.opts.StateDir, "err", werr)
+	}
+	if js == nil {
+		var buf bytes.Buffer
+		if err := render.JSON(&buf, n); err != nil {
+			a.log.Error("render topology", "err", err)
+		}
+		js = buf.Bytes()
+	}
+
+	rep, gerr := health.Run(ctx, n, health.Options{Root: a.opts.Root, Profile: a.opts.Profile,
+		Expect: a.opts.Expect, Interval: 0})
+	var repp *health.Report
+	gateErr := ""
+	if gerr != nil {
+		gateErr = gerr.Error()
+		a.log.Error("health gate could not run", "err", gerr)
+	} else {
+		repp = &rep
+		if a.opts.NFDFile != "" {
+			if err := atomicfile.Write(a.opts.NFDFile, []byte(health.NFDFeatures(rep, n)), 0o644); err != nil {
+				writeOK = false
+				a.log.Error("writing the NFD feature file", "err", err)
+			}
+		}
+		if !rep.Healthy {
+			a.log.Warn("health gate failed", "summary", rep.Summary())
+		}
+	}
+
+	a.mu.Lock()
+	a.state = exporter.State{
+		Node:            &n,
+		Discovery:       exporter.DiscoveryStatus{Last: start, LastSuccess: start, OK: true, Duration: dur},
+		Health:          repp,
+		ExpectedNVLinks: expectedNVLinks(n, a.opts.Expect),
+		StateWriteOK:    writeOK,
+	}
+	a.topology = js
+	a.gateErr = gateErr
+	a.mu.Unlock()
+	a.log.Info("discovered", "why", why, "gpus", len(n.GPUs), "nics", len(n.NICs), "nvml", n.NVML.Source,
+		"healthy", repp != nil && repp.Healthy, "took", dur.Round(time.Millisecond))
+}
+
+// expectedNVLinks is the exporter's per-GPU expectation from --expect.
+func expectedNVLinks(n topology.Node, e *health.Expect) map[int]int {
+	if e == nil || e.GPUs.NVLinksPerGPU == 0 {
+		return nil
+	}
+	out := make(map[int]int, len(n.GPUs))
+	for _, g := range n.GPUs {
+		out[g.Index] = e.GPUs.NVLinksPerGPU
+	}
+	return out
+}
+
+// status is the one-line state systemd shows.
+func (a *Agent) status() string {
+	s := a.State()
+	switch {
+	case s.Node == nil:
+		return "discovery failed: " + s.Discovery.Err
+	case !s.Discovery.OK:
+		return "rescan failed, serving the node discovered at " + s.Discovery.LastSuccess.UTC().Format(time.RFC3339) + ": " + s.Discovery.Err
+	case s.Health == nil:
+		return fmt.Sprintf("%d GPUs, %d NICs; health gate could not run", len(s.Node.GPUs), len(s.Node.NICs))
+	case !s.Health.Healthy:
+		return fmt.Sprintf("%d GPUs, %d NICs; unhealthy: %s", len(s.Node.GPUs), len(s.Node.NICs), s.Health.Summary())
+	}
+	return fmt.Sprintf("%d GPUs, %d NICs; healthy", len(s.Node.GPUs), len(s.Node.NICs))
+}
+
+// isLive reports whether root is this host's own root.
+func isLive(root string) bool { return discover.IsLive(root) }

@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// maxCacheSize bounds what LoadCache reads (a DGX H100's file is 100 kB).
+const maxCacheSize = 64 << 20
+
+// ErrNoBootTime is wrapped when ROOT/proc/stat has no btime line.
+var ErrNoBootTime = errors.New("no boot time")
+
+// CacheOptions say where LoadCache looks.
+type CacheOptions struct {
+	// Dir is the agent's state directory.
+	Dir string
+	// Root is the root the caller would discover under: its proc/stat
+	// gives the boot time, its proc/self/status the allowed CPUs.
+	Root string
+	// TrustWithoutBoot accepts the file when Root has no boot time (a
+	// fixture root, with a state directory the user named); else that
+	// is a refusal.
+	TrustWithoutBoot bool
+}
+
+// LoadCache reads the node the agent wrote to Dir/topology.json, for a
+// command that would otherwise discover the node again. It refuses, with
+// an error that says why, a file that is missing, not newer than the boot
+// (btime of ROOT/proc/stat: a file from before a reboot describes another
+// boot's devices), that does not decode, or whose schema is not
+// topology.Schema.
+//
+// The CPUs this process may use are the one part of a Node that belongs
+// to the process that discovered it, not to the node: LoadCache replaces
+// the agent's with the caller's (Cpus_allowed_list of
+// ROOT/proc/self/status), as discovery would have read them.
+func LoadCache(opts CacheOptions) (topology.Node, error) {
+	path := filepath.Join(opts.Dir, TopologyFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return topology.Node{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return topology.Node{}, err
+	}
+	boot, err := BootTime(opts.Root)
+	switch {
+	case err == nil:
+		if !fi.ModTime().After(boot) {
+			return topology.Node{}, fmt.Errorf("%s: written %s, before the boot at %s", path,
+				fi.ModTime().UTC().Format(time.RFC3339), boot.UTC().Format(time.RFC3339))
+		}
+	case errors.Is(err, ErrNoBootTime) || errors.Is(err, os.ErrNotExist):
+		if !opts.TrustWithoutBoot {
+			return topology.Node{}, fmt.Errorf("%s: cannot tell whether it is from this boot: %w", path, err)
+		}
+	default:
+		return topology.Node{}, err
+	}
+	if fi.Size() > maxCacheSize {
+		return topology.Node{}, fmt.Errorf("%s: %d bytes, more than a topology file has", path, fi.Size())
+	}
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return topology.Node{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	var n topology.Node
+	if err := json.Unmarshal(data, &n); err != nil {
+		return topology.Node{}, fmt.Errorf("decode %s: %w", path, err)
+	}
+	if n.Schema != topology.Schema {
+		return topology.Node{}, fmt.Errorf("%s: schema %q, want %q", path, n.Schema, topology.Schema)
+	}
+	allowed, err := allowedCPUs(filepath.Join(opts.Root, "proc/self/status"))
+	if err != nil {
+		// As discovery: the online CPUs when the list is unreadable.
+		allowed = n.CPU.Online
+	}
+	n.CPU.Allowed = allowed
+	return n, nil
+}
+
+// BootTime reads the boot time, btime of ROOT/proc/stat (seconds since
+// the epoch).
+func BootTime(root string) (time.Time, error) {
+	path := filepath.Join(root, "proc/stat")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for line := range bytes.Lines(b) {
+		v, ok := bytes.CutPrefix(line, []byte("btime "))
+		if !ok {
+			continue
+		}
+		sec, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%s: btime: %w", path, err)
+		}
+		return time.Unix(sec, 0), nil
+	}
+	return time.Time{}, fmt.Errorf("%s: %w", path, ErrNoBootTime)
+}
+
+// allowedCPUs reads Cpus_allowed_list from a /proc/<pid>/status file.
+func allowedCPUs(path string) (cpuset.Set, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			s, err := cpuset.Parse(strings.TrimSpace(v))
+			if err != nil {
+				return cpuset.Set{}, fmt.Errorf("%s: %w", path, err)
+			}
+			return s, nil
+		}
+	}
+	return cpuset.Set{}, fmt.Errorf("%s: no Cpus_allowed_list line", path)
+}

@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// routes builds the agent's endpoints.
+func (a *Agent) routes() (http.Handler, error) {
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "gpuaffinity",
+		Description: "GPU/NIC/NUMA topology, health gate and metrics of this node",
+		Version:     a.opts.Version,
+		Profiling:   "false",
+		Links: []web.LandingLinks{
+			{Address: "/metrics", Text: "Metrics", Description: "Prometheus metrics (docs/metrics.md)"},
+			{Address: "/topology", Text: "Topology", Description: "the node as gpuaffinity.topology/v1 JSON"},
+			{Address: "/readyz", Text: "Ready", Description: "200 when the last health gate passed"},
+			{Address: "/healthz", Text: "Health", Description: "200 while the agent serves"},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("landing page: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", landing)
+	mux.Handle("GET /metrics", a.exp.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		text(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", a.serveReady)
+	mux.HandleFunc("GET /topology", a.serveTopology)
+	return mux, nil
+}
+
+// serveReady answers 200 when the last health gate passed, else 503 with
+// the reason: no discovery yet, discovery failed, the gate could not run,
+// or the gate's failures.
+func (a *Agent) serveReady(w http.ResponseWriter, r *http.Request) {
+	a.mu.RLock()
+	s, gateErr := a.state, a.gateErr
+	a.mu.RUnlock()
+	switch {
+	case s.Node == nil && s.Discovery.Last.IsZero():
+		text(w, http.StatusServiceUnavailable, "not ready: no discovery yet\n")
+	case s.Node == nil:
+		text(w, http.StatusServiceUnavailable, "not ready: discovery failed: "+s.Discovery.Err+"\n")
+	case s.Health == nil:
+		text(w, http.StatusServiceUnavailable, "not ready: the health gate could not run: "+gateErr+"\n")
+	case !s.Health.Healthy:
+		var b strings.Builder
+		fmt.Fprintf(&b, "unhealthy: %s\n", s.Health.Summary())
+		for _, f := range s.Health.Failed() {
+			fmt.Fprintf(&b, "fail %s: %s\n", f.ID, f.Reason)
+		}
+		text(w, http.StatusServiceUnavailable, b.String())
+	default:
+		text(w, http.StatusOK, fmt.Sprintf("ok: healthy (profile %s, gate at %s)\n",
+			s.Health.Profile, s.Health.Time.UTC().Format(time.RFC3339)))
+	}
+}
+
+// serveTopology answers the last good node's topology JSON.
+func (a *Agent) serveTopology(w http.ResponseWriter, r *http.Request) {
+	a.mu.RLock()
+	js := a.topology
+	a.mu.RUnlock()
+	if js == nil {
+		text(w, http.StatusServiceUnavailable, "no topology yet\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(js)
+}
+
+func text(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	w.Write([]byte(body))
+}

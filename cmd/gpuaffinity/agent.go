@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaffinity/gpuaffinity/agent"
+	"github.com/gpuaffinity/gpuaffinity/health"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+)
+
+// defaultStateDir is where the agent writes, and env and cpumap look.
+const defaultStateDir = "/run/gpuaffinity"
+
+// stateDirDefault is --state-dir's default: GPUAFFINITY_STATE_DIR, else
+// /run/gpuaffinity.
+func stateDirDefault() string {
+	if d := os.Getenv("GPUAFFINITY_STATE_DIR"); d != "" {
+		return d
+	}
+	return defaultStateDir
+}
+
+func newAgentCmd(g *globals) *cobra.Command {
+	var nf nodeFlags
+	var (
+		stateDir, webConfig, profile, expectFile, nfdFile string
+		listen                                            []string
+		systemdSocket                                     bool
+		rescan                                            time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the daemon: state files, health gate, /metrics /healthz /readyz /topology",
+		Long: `agent discovers the node at start, on SIGHUP and every --rescan, keeping
+the last good node when a rescan fails. After each discovery it writes
+topology.json, nccl-topo.xml and env (node-level dotenv) under --state-dir,
+each replaced atomically, and runs the health gate (check's checks, without
+the NIC counter interval); --nfd-file is rewritten after each gate.
+
+HTTP (--web.listen-address, TLS and basic auth from --web.config.file,
+exporter-toolkit's format): / landing page, /metrics (docs/metrics.md),
+/healthz (200 while serving), /readyz (200 when the last gate passed, 503
+and the reason otherwise), /topology (the JSON). Under systemd it is a
+Type=notify service with watchdog support (systemd/gpuaffinity.service).
+SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
+		Example: `  gpuaffinity agent --demo dgx-h100 --state-dir /tmp/gpuaffinity &
+  curl -s localhost:19400/metrics | grep gpuaffinity_nvlink_up | head`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if nf.demo == "list" {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(fakesys.Machines(), "\n"))
+				return err
+			}
+			prof, err := health.ParseProfile(profile)
+			if err != nil {
+				return err
+			}
+			var expect *health.Expect
+			if expectFile != "" {
+				if expect, err = health.LoadExpect(expectFile); err != nil {
+					return fmt.Errorf("--expect: %w", err)
+				}
+			}
+			if rescan < 0 {
+				return fmt.Errorf("--rescan %s: want 0 (never) or more", rescan)
+			}
+			// Signals first: a SIGTERM while the demo machine is built
+			// still ends in its removal.
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			root, err := nf.prepareRoot(cmd, g)
+			defer nf.cleanup()
+			if err != nil {
+				return err
+			}
+			a, err := agent.New(agent.Options{
+				Root: root, TopoFile: g.topoFile, Roles: nf.roles(),
+				StateDir: stateDir, NFDFile: nfdFile, Rescan: rescan,
+				Profile: prof, Expect: expect,
+				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
+				Version: version, Logger: g.log,
+			})
+			if err != nil {
+				return err
+			}
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				for {
+					select {
+					case <-hup:
+						g.log.Info("SIGHUP: rescanning")
+						a.Rescan()
+					case <-done:
+						return
+					}
+				}
+			}()
+			return a.Run(ctx)
+		},
+	}
+	nf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&stateDir, "state-dir", stateDirDefault(), "directory for topology.json, nccl-topo.xml and env (env GPUAFFINITY_STATE_DIR); \"\" writes none")
+	f.DurationVar(&rescan, "rescan", 5*time.Minute, "time between discoveries; 0 rescans only on SIGHUP")
+	f.StringSliceVar(&listen, "web.listen-address", []string{":19400"}, "addresses to serve HTTP on (repeatable)")
+	f.StringVar(&webConfig, "web.config.file", "", "exporter-toolkit web configuration file: TLS and basic auth (docs/agent.md)")
+	f.BoolVar(&systemdSocket, "web.systemd-socket", false, "serve on the sockets systemd passes (socket activation) instead of --web.listen-address")
+	f.StringVar(&profile, "profile", string(health.Pretrain), "health gate profile: pretrain, finetune or inference (as check)")
+	f.StringVar(&expectFile, "expect", "", "hold the node to expectations from this YAML file (check --learn)")
+	f.StringVar(&nfdFile, "nfd-file", "", "rewrite this Node Feature Discovery feature file after each health gate")
+	return cmd
+}

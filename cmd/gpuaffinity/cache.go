@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaffinity/gpuaffinity/agent"
+	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/topology"
+)
+
+// cacheFlags is --state-dir of the commands that can take the node from
+// the agent's topology.json instead of discovering it again.
+type cacheFlags struct{ stateDir string }
+
+func (c *cacheFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.stateDir, "state-dir", stateDirDefault(),
+		`take the node from the agent's DIR/topology.json when it is from this boot (env GPUAFFINITY_STATE_DIR): on the live root without --demo, --topo-file or NIC role flags, or under any --root when the directory is given explicitly; "" never`)
+}
+
+// node returns the node: the agent's cached one where that is the truth,
+// else a fresh discovery. The cache is used only without --demo,
+// --topo-file, --compute-nics and --exclude-nics (the agent's node was
+// discovered without them), and only on the live root unless the state
+// directory was named (--state-dir or GPUAFFINITY_STATE_DIR). A cache
+// that is missing, older than the boot, undecodable or of another schema
+// is passed over with a debug log.
+func (c *cacheFlags) node(cmd *cobra.Command, g *globals, nf *nodeFlags) (topology.Node, error) {
+	explicit := cmd.Flags().Changed("state-dir") || os.Getenv("GPUAFFINITY_STATE_DIR") != ""
+	roles := nf.roles()
+	if c.stateDir != "" && nf.demo == "" && g.topoFile == "" && len(roles.ComputeNICs) == 0 &&
+		len(roles.ExcludeNICs) == 0 && (explicit || discover.IsLive(g.root)) {
+		n, err := agent.LoadCache(agent.CacheOptions{Dir: c.stateDir, Root: g.root, TrustWithoutBoot: explicit})
+		if err == nil {
+			g.log.Debug("node from the agent's state directory", "dir", c.stateDir)
+			return n, nil
+		}
+		g.log.Debug("agent's topology not used; discovering", "reason", err)
+	}
+	return nf.discover(cmd, g)
+}
