@@ -3,7 +3,8 @@
 #   make demo    run `gpuaffinity topo` on the embedded DGX H100 example
 #   make test    install what the tests need (Debian, as root), then vet,
 #                race-enabled tests and a short fuzz run
-#   make bench   benchmarks: discovery (DGX H100, p5), fixture build, env
+#   make bench   benchmarks: discovery, fixture build, commands, /metrics
+#                scrape vs node_exporter, agent RSS, env from the cache
 #   make build   bin/gpuaffinity
 
 GO       ?= go
@@ -77,7 +78,7 @@ fuzz:
 	done
 
 bench:
-	TMPDIR=$(TEST_TMPDIR) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/ ./cmd/gpuaffinity/
+	TMPDIR=$(TEST_TMPDIR) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/ ./cmd/gpuaffinity/ ./exporter/
 
 clean:
 	rm -rf bin
