@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	commonversion "github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/agent"
@@ -83,6 +84,8 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			if err != nil {
 				return err
 			}
+			// gpuaffinity_build_info reads prometheus/common/version.
+			commonversion.Version, commonversion.Revision = version, revision
 			a, err := agent.New(agent.Options{
 				Root: root, TopoFile: g.topoFile, Roles: nf.roles(),
 				StateDir: stateDir, NFDFile: nfdFile, Rescan: rescan,

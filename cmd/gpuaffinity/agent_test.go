@@ -151,6 +151,10 @@ func TestAgentCmdSignals(t *testing.T) {
 	if code, body := p.get(t, "/readyz"); code != 200 {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
+	// The build's version and revision reach gpuaffinity_build_info.
+	if _, body := p.get(t, "/metrics"); !strings.Contains(body, `revision="`+revision+`",tags="unknown",version="`+version+`"} 1`) {
+		t.Errorf("gpuaffinity_build_info without version %q, revision %q", version, revision)
+	}
 	for _, f := range []string{"topology.json", "nccl-topo.xml", "env"} {
 		if _, err := os.Stat(filepath.Join(state, f)); err != nil {
 			t.Error(err)
