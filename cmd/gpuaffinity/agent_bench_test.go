@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/agent"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 )
 
@@ -181,19 +179,7 @@ func waitHTTP(b *testing.B, url string) {
 func BenchmarkEnvProcess(b *testing.B) {
 	root := fakesys.Root(b, "dgx-h100")
 	bin := benchBinary(b)
-	dir := b.TempDir()
-	a, err := agent.New(agent.Options{Root: root, StateDir: dir, ListenAddresses: []string{"127.0.0.1:0"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	<-a.Ready()
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	dir := writeAgentState(b, root)
 	env := append(execCleanEnv(), "GPUAFFINITY_STATE_DIR=")
 	for _, bc := range []struct {
 		name string
@@ -230,19 +216,7 @@ func BenchmarkEnvProcess(b *testing.B) {
 // discovering the DGX H100 fixture.
 func BenchmarkEnvInProcess(b *testing.B) {
 	root := fakesys.Root(b, "dgx-h100")
-	dir := b.TempDir()
-	a, err := agent.New(agent.Options{Root: root, StateDir: dir, ListenAddresses: []string{"127.0.0.1:0"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.Run(ctx) }()
-	<-a.Ready()
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	dir := writeAgentState(b, root)
 	for _, bc := range []struct {
 		name string
 		args []string

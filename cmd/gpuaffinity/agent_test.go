@@ -241,7 +241,7 @@ func TestAgentCmdBadFlags(t *testing.T) {
 
 // writeAgentState runs the agent package on root once and returns its
 // state directory.
-func writeAgentState(t *testing.T, root string) string {
+func writeAgentState(t testing.TB, root string) string {
 	t.Helper()
 	dir := t.TempDir()
 	a, err := agent.New(agent.Options{Root: root, StateDir: dir, ListenAddresses: []string{"127.0.0.1:0"}})
