@@ -30,7 +30,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			root := sharedRoot(t, name)
-			want := jsonOf(t, discoverRoot(t, root))
+			orig := discoverRoot(t, root)
+			want := jsonOf(t, orig)
 
 			dir := filepath.Join(t.TempDir(), "snap")
 			if _, err := snapshot.WriteDir(snapshot.Options{Root: root}, dir); err != nil {
@@ -56,7 +57,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			if _, err := snapshot.WriteDir(snapshot.Options{Root: root, Scrub: true}, scrubbed); err != nil {
 				t.Fatal(err)
 			}
-			orig, scr := discoverRoot(t, root), discoverRoot(t, scrubbed)
+			scr := discoverRoot(t, scrubbed)
 			if d := cmp.Diff(orig.Pairs, scr.Pairs); d != "" {
 				t.Errorf("scrubbed snapshot pairs differ:\n%s", d)
 			}
