@@ -17,4 +17,11 @@
 // of every port (hundreds of reads on a 32-NIC node), which belongs at
 // scrape time in the exporter, not in discovery, and it fails a whole
 // device when fw_ver is missing.
+//
+// At scrape time a CounterReader reads every port's state, rate,
+// counters/, counters_ext/ and hw_counters/ (what node_exporter's
+// infiniband collector exports, with the same values), a few ports at a
+// time. A device that vanishes mid-read is skipped, and a counter file
+// that answers EINVAL (ConnectX ports reserved by Fabric Manager, whose
+// reads flood the kernel log) is remembered and never read again.
 package rdma
