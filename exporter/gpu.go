@@ -14,12 +14,13 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
-// collectNVML reads NVML (nvml.Read: Init, every GPU, Shutdown) and
-// renders the GPUs of the last discovery joined with what NVML answered
-// now. A GPU of the discovery that NVML does not answer for (lost, a
-// failed handle, missing, or NVML unavailable) is up 0 and keeps its info
-// and NVLink series; a link listed at discovery stays as 0 when it is down
-// or unreadable. NVML unavailable is the collector's error.
+// collectNVML reads NVML (nvml.Read with nvml.ForScrape: Init, every GPU
+// without the calls only discovery needs, Shutdown) and renders the GPUs
+// of the last discovery joined with what NVML answered now. A GPU of the
+// discovery that NVML does not answer for (lost, a failed handle, missing,
+// or NVML unavailable) is up 0 and keeps its info and NVLink series; a
+// link listed at discovery stays as 0 when it is down or unreadable. NVML
+// unavailable is the collector's error.
 //
 // nvml.Read cannot be interrupted: ctx is not consulted; the runner drops
 // the output of a read that ends past the deadline.
@@ -28,7 +29,7 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 	if e.opts.NVML != nil {
 		lib = e.opts.NVML()
 	}
-	res := nvml.Read(lib)
+	res := nvml.Read(lib, nvml.ForScrape())
 	s.gauge(descNVMLUp, b2f(res.Available))
 
 	byBus := map[string]*nvml.GPU{}

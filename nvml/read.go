@@ -93,7 +93,7 @@ const (
 )
 
 // NVLink is one link of a GPU. Version and the remote end are read only for
-// an active link; the error counters for every link listed, active or not
+// an active link, and not with ForScrape; the error counters for every link listed, active or not
 // (a link that went down keeps the counts that took it down).
 type NVLink struct {
 	Link        int
@@ -119,12 +119,38 @@ const minAffinityCPUs = 1024
 // ever divides by 64.
 func affinityCPUs() int { return max(runtime.NumCPU(), minAffinityCPUs) }
 
+// ReadOption changes what Read asks NVML.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	skipDiscovery bool // ForScrape
+}
+
+// ForScrape makes Read skip the calls whose answers only discovery uses,
+// for a metrics scrape that runs often: SystemGetDriverVersion,
+// SystemGetNVMLVersion, SystemGetCudaDriverVersion, GetMinorNumber,
+// GetNumaNodeId, GetCpuAffinity, GetPersistenceMode, and an active link's
+// GetNvLinkVersion, GetNvLinkRemotePciInfo and GetNvLinkRemoteDeviceType.
+// Their fields (DriverVersion, NVMLVersion, CUDADriverVersion, Minor,
+// NUMANode, CPUAffinity, Health.Persistence, NVLink.Version, RemoteBusID,
+// RemoteType) stay zero or nil, and a skipped call gives no warning. Every
+// other call is made as without the option, by the same code, and fills
+// the same fields.
+func ForScrape() ReadOption {
+	return func(o *readOptions) { o.skipDiscovery = true }
+}
+
 // Read asks lib about the node: Init, the versions, every GPU, Shutdown.
 // It never panics on an NVML answer and never stops at one GPU's failure:
 // a failed call becomes a warning and, for a required call, the GPU's
 // State. When Init fails nothing else is called (live go-nvml would call
-// into a library that is not loaded). A nil lib reads as no NVML.
-func Read(lib nvml.Interface) (res Result) {
+// into a library that is not loaded). A nil lib reads as no NVML. opts
+// may leave out calls (ForScrape).
+func Read(lib nvml.Interface, opts ...ReadOption) (res Result) {
+	var o readOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if lib == nil {
 		res.Err = fmt.Errorf("%w: no NVML source", ErrLibraryNotFound)
 		return res
@@ -149,14 +175,16 @@ func Read(lib nvml.Interface) (res Result) {
 		}
 		return r == nvml.SUCCESS
 	}
-	if v, r := lib.SystemGetDriverVersion(); warn("SystemGetDriverVersion", r) {
-		res.DriverVersion = v
-	}
-	if v, r := lib.SystemGetNVMLVersion(); warn("SystemGetNVMLVersion", r) {
-		res.NVMLVersion = v
-	}
-	if v, r := lib.SystemGetCudaDriverVersion(); warn("SystemGetCudaDriverVersion", r) {
-		res.CUDADriverVersion = v
+	if !o.skipDiscovery {
+		if v, r := lib.SystemGetDriverVersion(); warn("SystemGetDriverVersion", r) {
+			res.DriverVersion = v
+		}
+		if v, r := lib.SystemGetNVMLVersion(); warn("SystemGetNVMLVersion", r) {
+			res.NVMLVersion = v
+		}
+		if v, r := lib.SystemGetCudaDriverVersion(); warn("SystemGetCudaDriverVersion", r) {
+			res.CUDADriverVersion = v
+		}
 	}
 	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
@@ -165,7 +193,7 @@ func Read(lib nvml.Interface) (res Result) {
 	}
 	res.Available = true
 	for i := range n {
-		g := gpuReader{gpu: GPU{Index: i, State: StateOK}}
+		g := gpuReader{gpu: GPU{Index: i, State: StateOK}, opts: o}
 		g.read(lib)
 		res.GPUs = append(res.GPUs, g.gpu)
 		res.Warnings = append(res.Warnings, g.warnings...)
@@ -176,6 +204,7 @@ func Read(lib nvml.Interface) (res Result) {
 // gpuReader reads one GPU and keeps its warnings.
 type gpuReader struct {
 	gpu      GPU
+	opts     readOptions
 	warnings []string
 }
 
@@ -221,7 +250,7 @@ func (g *gpuReader) must(call string, r nvml.Return) bool {
 
 func (g *gpuReader) lost() bool { return g.gpu.State == StateLost }
 
-// read asks every call for the GPU, in an order that names the bus id in
+// read asks the GPU's calls (ForScrape's subset where set), in an order that names the bus id in
 // as many warnings as possible, and stops once the GPU is lost.
 func (g *gpuReader) read(lib nvml.Interface) {
 	dev, r := lib.DeviceGetHandleByIndex(g.gpu.Index)
@@ -247,22 +276,11 @@ func (g *gpuReader) read(lib nvml.Interface) {
 				g.gpu.Name = v
 			}
 		},
-		func() {
-			if v, r := dev.GetMinorNumber(); g.ok("GetMinorNumber", r) {
-				g.gpu.Minor = &v
-			}
-		},
-		func() {
-			if v, r := dev.GetNumaNodeId(); g.ok("GetNumaNodeId", r) && v >= 0 {
-				g.gpu.NUMANode = &v
-			}
-		},
-		func() {
-			n := affinityCPUs()
-			if words, r := dev.GetCpuAffinity(n); g.ok(fmt.Sprintf("GetCpuAffinity(%d)", n), r) {
-				g.gpu.CPUAffinity = cpusOf(words)
-			}
-		},
+	}
+	if !g.opts.skipDiscovery {
+		steps = append(steps, g.discoverySteps(dev)...)
+	}
+	steps = append(steps,
 		func() {
 			if v, r := dev.GetCurrPcieLinkGeneration(); g.ok("GetCurrPcieLinkGeneration", r) {
 				g.gpu.PCIeGen = v
@@ -284,7 +302,7 @@ func (g *gpuReader) read(lib nvml.Interface) {
 			}
 		},
 		func() { g.readNVLinks(dev) },
-	}
+	)
 	steps = append(steps, g.healthSteps(dev)...)
 	for _, step := range steps {
 		if g.lost() {
@@ -294,16 +312,44 @@ func (g *gpuReader) read(lib nvml.Interface) {
 	}
 }
 
-// healthSteps are the steps that fill Health.
-func (g *gpuReader) healthSteps(dev nvml.Device) []func() {
-	h := &g.gpu.Health
-	enabled := func(s nvml.EnableState) *bool { b := s == nvml.FEATURE_ENABLED; return &b }
+// discoverySteps are the steps that fill Minor, NUMANode and CPUAffinity,
+// which ForScrape skips.
+func (g *gpuReader) discoverySteps(dev nvml.Device) []func() {
 	return []func(){
 		func() {
+			if v, r := dev.GetMinorNumber(); g.ok("GetMinorNumber", r) {
+				g.gpu.Minor = &v
+			}
+		},
+		func() {
+			if v, r := dev.GetNumaNodeId(); g.ok("GetNumaNodeId", r) && v >= 0 {
+				g.gpu.NUMANode = &v
+			}
+		},
+		func() {
+			n := affinityCPUs()
+			if words, r := dev.GetCpuAffinity(n); g.ok(fmt.Sprintf("GetCpuAffinity(%d)", n), r) {
+				g.gpu.CPUAffinity = cpusOf(words)
+			}
+		},
+	}
+}
+
+func enabled(s nvml.EnableState) *bool { b := s == nvml.FEATURE_ENABLED; return &b }
+
+// healthSteps are the steps that fill Health; ForScrape leaves out
+// Persistence.
+func (g *gpuReader) healthSteps(dev nvml.Device) []func() {
+	h := &g.gpu.Health
+	var steps []func()
+	if !g.opts.skipDiscovery {
+		steps = append(steps, func() {
 			if v, r := dev.GetPersistenceMode(); g.ok("GetPersistenceMode", r) {
 				h.Persistence = enabled(v)
 			}
-		},
+		})
+	}
+	return append(steps,
 		func() {
 			if v, r := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); g.ok("GetTotalEccErrors(UNCORRECTED, VOLATILE)", r) {
 				h.ECCUncorrectedVolatile = &v
@@ -359,7 +405,7 @@ func (g *gpuReader) healthSteps(dev nvml.Device) []func() {
 				h.PCIeReplay = &n
 			}
 		},
-	}
+	)
 }
 
 // readNVLinks asks links 0..NVLINK_MAX_LINKS-1 and stops at the first
@@ -378,7 +424,7 @@ func (g *gpuReader) readNVLinks(dev nvml.Device) {
 		}
 		g.gpu.NVLinkVisible = true
 		link := NVLink{Link: n, Active: state == nvml.FEATURE_ENABLED}
-		if link.Active {
+		if link.Active && !g.opts.skipDiscovery {
 			g.readLinkEnds(dev, &link)
 		}
 		if !g.lost() {
