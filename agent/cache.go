@@ -9,10 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/numa"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -85,7 +84,7 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	if n.Schema != topology.Schema {
 		return topology.Node{}, fmt.Errorf("%s: schema %q, want %q", path, n.Schema, topology.Schema)
 	}
-	allowed, err := allowedCPUs(filepath.Join(opts.Root, "proc/self/status"))
+	allowed, err := numa.AllowedCPUs(filepath.Join(opts.Root, "proc/self/status"))
 	if err != nil {
 		// As discovery: the online CPUs when the list is unreadable.
 		allowed = n.CPU.Online
@@ -114,22 +113,4 @@ func BootTime(root string) (time.Time, error) {
 		return time.Unix(sec, 0), nil
 	}
 	return time.Time{}, fmt.Errorf("%s: %w", path, ErrNoBootTime)
-}
-
-// allowedCPUs reads Cpus_allowed_list from a /proc/<pid>/status file.
-func allowedCPUs(path string) (cpuset.Set, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cpuset.Set{}, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			s, err := cpuset.Parse(strings.TrimSpace(v))
-			if err != nil {
-				return cpuset.Set{}, fmt.Errorf("%s: %w", path, err)
-			}
-			return s, nil
-		}
-	}
-	return cpuset.Set{}, fmt.Errorf("%s: no Cpus_allowed_list line", path)
 }

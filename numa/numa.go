@@ -102,7 +102,7 @@ func Read(root string) (t Topology, errs []error) {
 		}
 		t.CPUs = append(t.CPUs, c)
 	}
-	t.Allowed, err = allowed(filepath.Join(root, "proc/self/status"))
+	t.Allowed, err = AllowedCPUs(filepath.Join(root, "proc/self/status"))
 	if err != nil {
 		note(err)
 		t.Allowed = t.Online
@@ -235,8 +235,9 @@ func readCPU(cpuDir string, id int) (CPU, error) {
 	return c, errors.Join(errs...)
 }
 
-// allowed reads Cpus_allowed_list from a /proc/<pid>/status file.
-func allowed(path string) (cpuset.Set, error) {
+// AllowedCPUs reads Cpus_allowed_list from a /proc/<pid>/status file:
+// the CPUs this process (its cgroup's cpuset, its affinity) may use.
+func AllowedCPUs(path string) (cpuset.Set, error) {
 	b, err := sysattr.ReadFileLimit(path, 1<<20)
 	if err != nil {
 		return cpuset.Set{}, err

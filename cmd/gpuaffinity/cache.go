@@ -21,8 +21,11 @@ func (c *cacheFlags) register(cmd *cobra.Command) {
 
 // node returns the node: the agent's cached one where that is the truth,
 // else a fresh discovery. The cache is used only without --demo,
-// --topo-file, --compute-nics and --exclude-nics (the agent's node was
-// discovered without them), and only on the live root unless the state
+// --topo-file, --compute-nics and --exclude-nics: flags given to this
+// command are honoured by discovering with them. (An agent started with
+// --topo-file or role flags writes its node with them applied; a plain
+// command then takes that node, as the node's configured truth.) It is
+// used only on the live root unless the state
 // directory was named (--state-dir or GPUAFFINITY_STATE_DIR). A cache
 // that is missing, older than the boot, undecodable or of another schema
 // is passed over with a debug log.
