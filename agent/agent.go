@@ -423,6 +423,3 @@ func (a *Agent) status() string {
 	}
 	return fmt.Sprintf("%d GPUs, %d NICs; healthy", len(s.Node.GPUs), len(s.Node.NICs))
 }
-
-// isLive reports whether root is this host's own root.
-func isLive(root string) bool { return discover.IsLive(root) }

@@ -6,6 +6,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
@@ -34,7 +35,7 @@ func newNVMLHold(root string, injected gonvml.Interface, log *slog.Logger) *nvml
 	switch {
 	case injected != nil:
 		h.fixed, h.source = injected, nvml.SourceReplay
-	case isLive(root):
+	case discover.IsLive(root):
 		h.fixed, h.source = gonvml.New(), nvml.SourceLive
 	}
 	h.cur = h.fixed

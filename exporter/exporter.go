@@ -73,7 +73,8 @@ type Options struct {
 	// pass prometheus.NewPedanticRegistry().
 	Registry *prometheus.Registry
 	// ReadFile reads RDMA attribute and counter files; nil means
-	// os.ReadFile. Tests use it to answer EINVAL (see rdma.CounterReader).
+	// rdma.CounterReader's bounded single read. Tests use it to answer
+	// EINVAL (see rdma.CounterReader).
 	ReadFile func(name string) ([]byte, error)
 }
 

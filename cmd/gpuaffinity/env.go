@@ -8,13 +8,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaffinity/gpuaffinity/agent"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
-// topoFileName is the file --write-topo writes in its directory.
-const topoFileName = "nccl-topo.xml"
+// topoFileName is the file --write-topo writes in its directory: the
+// name the agent gives it in its state directory.
+const topoFileName = agent.NCCLTopoFile
 
 func newEnvCmd(g *globals) *cobra.Command {
 	var nf nodeFlags

@@ -3,6 +3,7 @@ package fakesys
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path"
 	"reflect"
 	"slices"
@@ -145,14 +146,7 @@ func (s *Spec) applyFaults(f Faults) error {
 			g.NVLinksDown = slices.Clone(gf.NVLinksDown)
 		}
 		if gf.NVLinkErrors != nil {
-			m := map[int]NVLinkErrors{}
-			for k, v := range g.NVLinkErrors {
-				m[k] = v
-			}
-			for k, v := range gf.NVLinkErrors {
-				m[k] = v
-			}
-			g.NVLinkErrors = m
+			g.NVLinkErrors = merged(g.NVLinkErrors, gf.NVLinkErrors)
 		}
 		if gf.XIDs != nil {
 			g.XIDs = slices.Clone(gf.XIDs)
@@ -203,16 +197,12 @@ func mergeSet[T any](dst, src *T) {
 
 // merged is base with over's entries added or replaced, in a new map; nil
 // when both are empty.
-func merged(base, over map[string]uint64) map[string]uint64 {
+func merged[K comparable, V any](base, over map[K]V) map[K]V {
 	if len(base) == 0 && len(over) == 0 {
 		return base
 	}
-	out := make(map[string]uint64, len(base)+len(over))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
+	out := make(map[K]V, len(base)+len(over))
+	maps.Copy(out, base)
+	maps.Copy(out, over)
 	return out
 }
