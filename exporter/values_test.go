@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -27,18 +28,39 @@ var dgxH100 = []struct {
 	{"0000:df:00.0", "1", "mlx5_11", "0000:dc:00.0", "ibp220s0"},
 }
 
-func TestDGXH100(t *testing.T) {
-	root, node := fixture(t, "dgx-h100")
-	e := newExporter(t, root, node, replay(t, root))
-	r := scrape(t, e.Handler())
+// scrapeOK scrapes h and fails the test unless it answers 200.
+func scrapeOK(t *testing.T, h http.Handler) scrapeResult {
+	t.Helper()
+	r := scrape(t, h)
 	if r.code != 200 {
 		t.Fatalf("status %d", r.code)
 	}
+	return r
+}
+
+// wantSample is one expected sample: name{labels} = want.
+type wantSample struct {
+	name   string
+	labels map[string]string
+	want   float64
+}
+
+// expect checks the value of each sample (a missing one fails the test).
+func (r scrapeResult) expect(t *testing.T, samples []wantSample) {
+	t.Helper()
+	for _, c := range samples {
+		if got := r.must(t, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+func TestDGXH100(t *testing.T) {
+	root, node := fixture(t, "dgx-h100")
+	r := scrapeOK(t, newExporter(t, root, node, replay(t, root)).Handler())
 	eq := func(name string, labels map[string]string, want float64) {
 		t.Helper()
-		if got := r.must(t, name, labels); got != want {
-			t.Errorf("%s%v = %g, want %g", name, labels, got, want)
-		}
+		r.expect(t, []wantSample{{name, labels, want}})
 	}
 	for _, c := range []string{"nvml", "rdma", "topology"} {
 		eq("gpuaffinity_scrape_collector_success", l("collector", c), 1)
@@ -151,11 +173,7 @@ func TestAgentMetrics(t *testing.T) {
 		o.XID = &xid
 	})
 	r := scrape(t, e.Handler())
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
+	r.expect(t, []wantSample{
 		{"gpuaffinity_discovery_success", nil, 0},
 		{"gpuaffinity_discovery_last_timestamp_seconds", nil, float64(t0.Unix() + 3600)},
 		{"gpuaffinity_discovery_last_success_timestamp_seconds", nil, float64(t0.Unix())},
@@ -171,11 +189,7 @@ func TestAgentMetrics(t *testing.T) {
 		{"gpuaffinity_gpu_last_xid_timestamp_seconds", l("gpu", "1"), float64(t0.Unix() + 120)},
 		{"gpuaffinity_nvlink_expected_links", l("gpu", "3"), 16},
 		{"gpuaffinity_nvlink_expected_links", l("gpu", "2"), 18},
-	} {
-		if got := r.must(t, c.name, c.labels); got != c.want {
-			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 	if _, ok := r.value(t, "gpuaffinity_gpu_last_xid_timestamp_seconds", l("gpu", "0")); ok {
 		t.Error("GPU 0 has no XID but a last_xid timestamp")
 	}
@@ -188,11 +202,7 @@ func TestAgentMetrics(t *testing.T) {
 // renders the GPUs it answers for, health is 0.
 func TestNoDiscoveryYet(t *testing.T) {
 	root, _ := fixture(t, "dgx-h100")
-	e := newExporter(t, root, nil, replay(t, root))
-	r := scrape(t, e.Handler())
-	if r.code != 200 {
-		t.Fatalf("status %d", r.code)
-	}
+	r := scrapeOK(t, newExporter(t, root, nil, replay(t, root)).Handler())
 	for c, want := range map[string]float64{"nvml": 1, "rdma": 1, "topology": 0} {
 		if got := r.must(t, "gpuaffinity_scrape_collector_success", l("collector", c)); got != want {
 			t.Errorf("%s success = %g, want %g", c, got, want)
@@ -225,16 +235,8 @@ func TestNoDiscoveryYet(t *testing.T) {
 // duplicate_request 7, rnr_nak_retry_err 19).
 func TestDGXH100Faults(t *testing.T) {
 	root, node := fixture(t, "dgx-h100-faults")
-	e := newExporter(t, root, node, replay(t, root))
-	r := scrape(t, e.Handler())
-	if r.code != 200 {
-		t.Fatalf("status %d", r.code)
-	}
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
+	r := scrapeOK(t, newExporter(t, root, node, replay(t, root)).Handler())
+	r.expect(t, []wantSample{
 		// A lost GPU is the GPU's failure, not the collector's.
 		{"gpuaffinity_scrape_collector_success", l("collector", "nvml"), 1},
 		{"gpuaffinity_scrape_collector_success", l("collector", "rdma"), 1},
@@ -270,11 +272,7 @@ func TestDGXH100Faults(t *testing.T) {
 		// mlx5 hw_counters/lifespan is 10 ms.
 		{"gpuaffinity_rdma_lifespan_seconds", l("device", "mlx5_4", "port", "1"), 0.01},
 		{"gpuaffinity_rdma_state_id", l("device", "mlx5_5", "port", "1"), 4},
-	} {
-		if got := r.must(t, c.name, c.labels); got != c.want {
-			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 	if n := len(r.find("gpuaffinity_nvlink_up", l("gpu", "2"))); n != 18 {
 		t.Errorf("GPU 2: %d nvlink_up series, want 18 (the down link stays)", n)
 	}

@@ -211,6 +211,13 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// keep sets *p to d where the edit left it nil.
+func keep[T any](p **T, d *T) {
+	if *p == nil {
+		*p = d
+	}
+}
+
 // goodHealthKeep fills healthy NVML answers where the edit left none.
 func goodHealthKeep(n *topology.Node, _ topology.Node) {
 	var g topology.Node
@@ -218,33 +225,15 @@ func goodHealthKeep(n *topology.Node, _ topology.Node) {
 	goodHealth(&g)
 	for i := range n.GPUs {
 		h, d := &n.GPUs[i].Health, g.GPUs[i].Health
-		if h.Persistence == nil {
-			h.Persistence = d.Persistence
-		}
-		if h.ECCUncorrectedVolatile == nil {
-			h.ECCUncorrectedVolatile = d.ECCUncorrectedVolatile
-		}
-		if h.RemapPending == nil {
-			h.RemapPending = d.RemapPending
-		}
-		if h.RemapFailure == nil {
-			h.RemapFailure = d.RemapFailure
-		}
-		if h.RetiredPages == nil {
-			h.RetiredPages = d.RetiredPages
-		}
-		if h.RetiredPagesPending == nil {
-			h.RetiredPagesPending = d.RetiredPagesPending
-		}
-		if h.FabricState == nil {
-			h.FabricState = d.FabricState
-		}
-		if h.FabricStatus == nil {
-			h.FabricStatus = d.FabricStatus
-		}
-		if h.RecoveryAction == nil {
-			h.RecoveryAction = d.RecoveryAction
-		}
+		keep(&h.Persistence, d.Persistence)
+		keep(&h.ECCUncorrectedVolatile, d.ECCUncorrectedVolatile)
+		keep(&h.RemapPending, d.RemapPending)
+		keep(&h.RemapFailure, d.RemapFailure)
+		keep(&h.RetiredPages, d.RetiredPages)
+		keep(&h.RetiredPagesPending, d.RetiredPagesPending)
+		keep(&h.FabricState, d.FabricState)
+		keep(&h.FabricStatus, d.FabricStatus)
+		keep(&h.RecoveryAction, d.RecoveryAction)
 	}
 }
 

@@ -224,17 +224,6 @@ func BenchmarkEnvInProcess(b *testing.B) {
 		{"cache", []string{"env", "--local-rank", "3", "--root", root, "--state-dir", dir}},
 		{"discover-dgx-h100", []string{"env", "--local-rank", "3", "--root", root, "--state-dir", ""}},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				cmd := newRootCmd()
-				cmd.SetOut(io.Discard)
-				cmd.SetErr(io.Discard)
-				cmd.SetArgs(bc.args)
-				if err := cmd.Execute(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		benchCommand(b, bc.name, bc.args)
 	}
 }

@@ -28,17 +28,23 @@ func BenchmarkCommands(b *testing.B) {
 		// check: every check on the 8-GPU node (no counter interval).
 		{"check-root-dgx-h100", []string{"check", "--root", root, "--interval", "0"}},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				cmd := newRootCmd()
-				cmd.SetOut(io.Discard)
-				cmd.SetErr(io.Discard)
-				cmd.SetArgs(bc.args)
-				if err := cmd.Execute(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		benchCommand(b, bc.name, bc.args)
 	}
+}
+
+// benchCommand benchmarks the CLI run in-process with args (output
+// discarded) as the sub-benchmark name.
+func benchCommand(b *testing.B, name string, args []string) {
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cmd := newRootCmd()
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(args)
+			if err := cmd.Execute(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

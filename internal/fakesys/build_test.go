@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpuaffinity/gpuaffinity/nvml"
@@ -274,12 +275,11 @@ func nvmlFile(root string) (nvml.ReplayFile, error) {
 	return rf, err
 }
 
-func TestNVLinkPeersAndNotSupported(t *testing.T) {
-	spec := strings.Replace(minimal, "gpu: {index: 0, nvlinks: 0}", `gpu: {index: 0, nvlinks: 2, nvlink_remote: gpu, nvlink_peers: [1, 1]}
-          - bdf: "0000:11:01.0"
-            kind: gpu
-            gpu: {index: 1, nvlinks: not-supported}`, 1) + "nvml: {driver_version: \"1\", nvml_version: \"1\", cuda: 1}\n"
-	s, err := Parse("peers.yaml", []byte(spec))
+// buildSpec parses spec (named name in errors) and builds it into a fresh
+// temporary root, which it returns.
+func buildSpec(t *testing.T, name, spec string) string {
+	t.Helper()
+	s, err := Parse(name, []byte(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +287,31 @@ func TestNVLinkPeersAndNotSupported(t *testing.T) {
 	if err := Build(s, root); err != nil {
 		t.Fatal(err)
 	}
+	return root
+}
+
+// loadReplay loads root's nvml.json as the library the agent reads.
+func loadReplay(t *testing.T, root string) gonvml.Interface {
+	t.Helper()
+	lib, err := nvml.LoadReplay(filepath.Join(root, "nvml.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
+}
+
+// gpuSpec is minimal with its GPU's block replaced by gpu (which may go on
+// to list more devices) and an nvml section, so Build writes nvml.json.
+func gpuSpec(gpu string) string {
+	return strings.Replace(minimal, "gpu: {index: 0, nvlinks: 0}", gpu, 1) + "nvml: {driver_version: \"1\", nvml_version: \"1\", cuda: 1}\n"
+}
+
+func TestNVLinkPeersAndNotSupported(t *testing.T) {
+	spec := gpuSpec(`gpu: {index: 0, nvlinks: 2, nvlink_remote: gpu, nvlink_peers: [1, 1]}
+          - bdf: "0000:11:01.0"
+            kind: gpu
+            gpu: {index: 1, nvlinks: not-supported}`)
+	root := buildSpec(t, "peers.yaml", spec)
 	f, err := nvmlFile(root)
 	if err != nil {
 		t.Fatal(err)
@@ -315,14 +340,7 @@ func TestOfflineCPUsAndVF(t *testing.T) {
             kind: nic
             virtual: true
             physfn: "0000:11:00.1"`, 1)
-	s, err := Parse("offline.yaml", []byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	if err := Build(s, root); err != nil {
-		t.Fatal(err)
-	}
+	root := buildSpec(t, "offline.yaml", spec)
 	for p, want := range map[string]string{
 		"sys/devices/system/cpu/online":                       "0-2,4-6\n",
 		"sys/devices/system/cpu/offline":                      "3,7\n",
@@ -426,7 +444,7 @@ func BenchmarkBuild(b *testing.B) {
 // NOT_SUPPORTED state elsewhere) and the health overrides, as Read sees
 // them.
 func TestGPUHealth(t *testing.T) {
-	spec := strings.Replace(minimal, "gpu: {index: 0, nvlinks: 0}", `gpu: {index: 0, nvlinks: 0, health: {persistence: false, ecc_uncorrected_volatile: 3,
+	spec := gpuSpec(`gpu: {index: 0, nvlinks: 0, health: {persistence: false, ecc_uncorrected_volatile: 3,
               remap_pending: true, remap_failure: true, retired_pages: 2, retired_pages_pending: true,
               fabric_state: 2, fabric_status: 5, recovery_action: 1, pcie_replay: 9}}
           - bdf: "0000:11:01.0"
@@ -434,20 +452,9 @@ func TestGPUHealth(t *testing.T) {
             gpu: {index: 1, nvlinks: 18}
           - bdf: "0000:11:02.0"
             kind: gpu
-            gpu: {index: 2, nvlinks: not-supported}`, 1) + "nvml: {driver_version: \"1\", nvml_version: \"1\", cuda: 1}\n"
-	s, err := Parse("health.yaml", []byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	if err := Build(s, root); err != nil {
-		t.Fatal(err)
-	}
-	lib, err := nvml.LoadReplay(filepath.Join(root, "nvml.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := nvml.Read(lib)
+            gpu: {index: 2, nvlinks: not-supported}`)
+	root := buildSpec(t, "health.yaml", spec)
+	res := nvml.Read(loadReplay(t, root))
 	if len(res.GPUs) != 3 || len(res.Warnings) != 0 {
 		t.Fatalf("Read: %d GPUs, warnings %q", len(res.GPUs), res.Warnings)
 	}

@@ -21,10 +21,7 @@ import (
 // remap, GPU 7 lost at its handle, GPU 1's XIDs.
 func TestFaultMachineNVML(t *testing.T) {
 	root := Root(t, "dgx-h100-faults")
-	lib, err := nvml.LoadReplay(filepath.Join(root, "nvml.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := loadReplay(t, root)
 	res := nvml.Read(lib)
 	if len(res.GPUs) != 8 {
 		t.Fatalf("Read: %d GPUs, want 8", len(res.GPUs))
@@ -69,7 +66,7 @@ func TestFaultMachineNVML(t *testing.T) {
 	defer cancel()
 	var got []nvml.XIDEvent
 	var warnings []string
-	err = nvml.WatchXID(ctx, lib, func(e nvml.XIDEvent) {
+	err := nvml.WatchXID(ctx, lib, func(e nvml.XIDEvent) {
 		got = append(got, e)
 		if len(got) == 3 {
 			cancel()
@@ -155,14 +152,7 @@ func TestHwCountersDefault(t *testing.T) {
             driver: efa
             netdevs: [{name: eth1}]
             rdma: {name: efa_0, ports: [{port: 1, link_layer: Unspecified, hw_counters: {rdma_read_bytes: 8}}]}`, 1)
-	s, err := Parse("tiny.yaml", []byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	if err := Build(s, root); err != nil {
-		t.Fatal(err)
-	}
+	root := buildSpec(t, "tiny.yaml", spec)
 	list := func(dev string) []string {
 		entries, err := os.ReadDir(filepath.Join(root, "sys/class/infiniband", dev, "ports/1/hw_counters"))
 		if err != nil {
@@ -279,23 +269,13 @@ func TestExtendsRejects(t *testing.T) {
 // TestGPUFaultsInSpec: lost, nvlinks_down, nvlink_errors and xids work in
 // a full spec's gpu block too.
 func TestGPUFaultsInSpec(t *testing.T) {
-	spec := strings.Replace(minimal, "gpu: {index: 0, nvlinks: 0}", `gpu: {index: 0, nvlinks: 4, max_links: 6, nvlinks_down: [1, 3],
+	spec := gpuSpec(`gpu: {index: 0, nvlinks: 4, max_links: 6, nvlinks_down: [1, 3],
               nvlink_errors: {3: {replay: 9}}, xids: [79]}
           - bdf: "0000:11:01.0"
             kind: gpu
-            gpu: {index: 1, nvlinks: 18, lost: true}`, 1) + "nvml: {driver_version: \"1\", nvml_version: \"1\", cuda: 1}\n"
-	s, err := Parse("faults.yaml", []byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	if err := Build(s, root); err != nil {
-		t.Fatal(err)
-	}
-	lib, err := nvml.LoadReplay(filepath.Join(root, "nvml.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+            gpu: {index: 1, nvlinks: 18, lost: true}`)
+	root := buildSpec(t, "faults.yaml", spec)
+	lib := loadReplay(t, root)
 	res := nvml.Read(lib)
 	if len(res.GPUs) != 2 || res.GPUs[1].State != nvml.StateLost {
 		t.Fatalf("Read: %+v", res.GPUs)
