@@ -271,6 +271,28 @@ func TestFixtureMaps(t *testing.T) {
 				{6, "32-47,96-111", "1"}, {7, "48-63,112-127", "1"},
 			}, "30-31,94-95"},
 		}},
+		{"aws-p6-b200", []modeWant{
+			// 2 x 48 cores, siblings +96: node 0 = 0-47,96-143 (GPUs 0-3 on
+			// switches 44 and 55), node 1 = 48-95,144-191 (GPUs 4-7).
+			{ModeNode, 1, cat(per(0, 3, "0-47,96-143", "0"), per(4, 7, "48-95,144-191", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-47,96-143", "0"), per(4, 7, "48-95,144-191", "1")), ""},
+			// 48 cores / 4 = 12 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-11,96-107", "0"}, {1, "12-23,108-119", "0"}, {2, "24-35,120-131", "0"}, {3, "36-47,132-143", "0"},
+				{4, "48-59,144-155", "1"}, {5, "60-71,156-167", "1"}, {6, "72-83,168-179", "1"}, {7, "84-95,180-191", "1"},
+			}, ""},
+		}},
+		{"gcp-a3-ultragpu", []modeWant{
+			// 2 x 56 cores, siblings +112: node 0 = 0-55,112-167 (GPUs 0-3 on
+			// roots 8c and 93), node 1 = 56-111,168-223 (GPUs 4-7).
+			{ModeNode, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			// 56 cores / 4 = 14 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-13,112-125", "0"}, {1, "14-27,126-139", "0"}, {2, "28-41,140-153", "0"}, {3, "42-55,154-167", "0"},
+				{4, "56-69,168-181", "1"}, {5, "70-83,182-195", "1"}, {6, "84-97,196-209", "1"}, {7, "98-111,210-223", "1"},
+			}, ""},
+		}},
 		{"numa-unknown-2s", []modeWant{
 			// node 0 = 0-15,32-47 (GPUs 0,1), node 1 = 16-31,48-63 (GPU 2);
 			// GPU 3 has numa_node -1 and NVML affinity 0-63 (both nodes): it
@@ -285,7 +307,23 @@ func TestFixtureMaps(t *testing.T) {
 			}, ""},
 		}},
 	}
-	seen := map[string]bool{}
+	// Variants change NICs only: their maps are their base's.
+	variants := map[string]string{
+		"dgx-h100-ib-storage":       "dgx-h100",
+		"oci-bm-gpu-h100-port-down": "oci-bm-gpu-h100", "snc2-2s-nic-absent": "snc2-2s",
+	}
+	for v, base := range variants {
+		for _, c := range cases {
+			if c.name == base {
+				cases = append(cases, struct {
+					name  string
+					modes []modeWant
+				}{v, c.modes})
+				break
+			}
+		}
+	}
+	seen := map[string]bool{noGPU: true}
 	for _, c := range cases {
 		seen[c.name] = true
 		t.Run(c.name, func(t *testing.T) {
@@ -380,12 +418,24 @@ func TestFourRanksPerGPU(t *testing.T) {
 	})
 }
 
+// noGPU is the fixture without an NVIDIA GPU (8 AMD accelerators).
+const noGPU = "amd-mi300x"
+
 // TestInvariants: for every fixture, mode and a few K, no rank has a CPU
 // outside the allowed set; in exclusive mode no CPU goes to two ranks and
 // ranks plus leftover are exactly the allowed CPUs.
 func TestInvariants(t *testing.T) {
 	for _, name := range fakesys.Machines() {
 		n := fixture(t, name)
+		if name == noGPU {
+			// Nothing to bind next to: every mode says so.
+			for _, mode := range []Mode{ModeNode, ModeSocket, ModeExclusive} {
+				if _, err := Compute(n, Options{Mode: mode, RanksPerGPU: 1}); err == nil || !strings.Contains(err.Error(), "no GPUs") {
+					t.Errorf("%s %s: err %v, want no GPUs", name, mode, err)
+				}
+			}
+			continue
+		}
 		usable := n.CPU.Allowed.Intersect(n.CPU.Online)
 		for _, mode := range []Mode{ModeNode, ModeSocket, ModeExclusive} {
 			for _, k := range []int{1, 2, 3} {

@@ -58,8 +58,17 @@ func TestBadInput(t *testing.T) {
 		{"no NVML", func(t *testing.T, root string) {
 			os.Remove(filepath.Join(root, "nvml.json"))
 		}, func(t *testing.T, n topology.Node) {
-			if n.NVML.Source != "none" || len(n.GPUs) != 8 || n.GPUs[0].State != topology.GPUNoNVML || n.GPUs[0].Model != "" {
+			if n.NVML.Source != "none" || len(n.GPUs) != 8 || n.GPUs[0].State != topology.GPUNoNVML {
 				t.Errorf("NVML %+v GPU0 %+v", n.NVML, n.GPUs[0])
+			}
+			// The driver's own files still name the model, the minor and
+			// the driver version (/proc/driver/nvidia).
+			if g := n.GPUs[7]; g.Model != "NVIDIA H100 80GB HBM3" || g.Minor == nil || *g.Minor != 7 || g.InfoSource != "procfs" ||
+				g.UUID != "GPU-dgxh100-0000-0000-0000-000000000007" {
+				t.Errorf("GPU 7 from procfs: model %q minor %v source %q uuid %q", g.Model, g.Minor, g.InfoSource, g.UUID)
+			}
+			if n.Driver != (topology.DriverInfo{Version: "550.54.15", Source: "/proc/driver/nvidia/version"}) {
+				t.Errorf("driver %+v", n.Driver)
 			}
 			// Without NVML, GPUs are in bus order and pairs still come from the tree.
 			if n.GPUs[0].BusID != gpu0 || n.Pairs[0].NICs[0] != "mlx5_0" {

@@ -71,7 +71,7 @@ func Discover(opts Options) (topology.Node, error) {
 	warn(err)
 	n.Platform = topology.Platform{
 		Cloud: topology.Cloud(plat.Cloud), InstanceType: plat.InstanceType,
-		SysVendor: plat.SysVendor, ProductName: plat.ProductName,
+		SysVendor: plat.SysVendor, ProductName: plat.ProductName, Virtual: topo.Hypervisor,
 	}
 	if h, err := sysattr.String(filepath.Join(root, "proc/sys/kernel/hostname")); err == nil {
 		n.Hostname = h
@@ -121,10 +121,22 @@ func Discover(opts Options) (topology.Node, error) {
 		n.NVML = topology.NVMLInfo{Source: "none", Error: "no NVML: not a live root and no nvml.json"}
 	}
 	n.GPUs = gpus(devs, res, warn)
+	n.Driver = driverInfo(root, res, warn)
+	n.NetPlugins = netPlugins(root)
+	fillFromProcfs(root, n.GPUs, warn)
+	n.Unsupported = unsupported(devs)
+	if w := unsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
+		n.Warnings = append(n.Warnings, w)
+	}
 
 	topoFile, hostPath := opts.TopoFile, opts.TopoFile
-	if topoFile == "" && n.Platform.Cloud == topology.CloudAzure {
-		hostPath = installedAzureTopoFile(root)
+	if topoFile == "" {
+		switch n.Platform.Cloud {
+		case topology.CloudAzure:
+			hostPath = installedAzureTopoFile(root)
+		case topology.CloudAWS:
+			hostPath = installedAWSTopoFile(root, n.Platform.InstanceType)
+		}
 		if hostPath != "" {
 			topoFile = filepath.Join(root, hostPath)
 		}
@@ -499,5 +511,6 @@ func port(p rdma.Port) topology.Port {
 }
 
 func iface(nd rdma.Netdev) topology.Interface {
-	return topology.Interface{Name: nd.Name, OperState: nd.OperState, MTU: nd.MTU, SpeedMbps: nd.SpeedMbps, Address: nd.Address}
+	return topology.Interface{Name: nd.Name, OperState: nd.OperState, MTU: nd.MTU, SpeedMbps: nd.SpeedMbps, Address: nd.Address,
+		Master: nd.Master, MasterKind: nd.MasterKind}
 }

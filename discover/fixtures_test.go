@@ -36,10 +36,36 @@ func TestMachines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(want.Pairs) == 0 {
+			if len(want.Pairs) == 0 && want.Unsupported == 0 {
 				t.Fatalf("%s has no hand-written expected pairs", name)
 			}
+			if want.Roles == nil {
+				t.Fatalf("%s has no hand-written expected roles (expect.roles; roles: {} for a node without NICs)", name)
+			}
 			n := discoverRoot(t, sharedRoot(t, name))
+			if len(n.Unsupported) != want.Unsupported {
+				t.Errorf("%d unsupported accelerators, want %d: %+v", len(n.Unsupported), want.Unsupported, n.Unsupported)
+			}
+			// Every NIC has its hand-written role, and no role is written
+			// for a NIC the node does not have.
+			seen := map[string]bool{}
+			for _, nic := range n.NICs {
+				seen[nic.Name] = true
+				w, ok := want.Roles[nic.Name]
+				if !ok {
+					t.Errorf("NIC %s (%s) has no expected role; got %s (%s)", nic.Name, nic.BusID, nic.Role, nic.RoleReason)
+				} else if string(nic.Role) != w {
+					t.Errorf("NIC %s (%s): role %s, want %s (%s)", nic.Name, nic.BusID, nic.Role, w, nic.RoleReason)
+				}
+				if len(nic.Roles) == 0 || nic.Roles[0] != nic.Role || nic.RoleReason == "" {
+					t.Errorf("NIC %s: roles %v, role %s, reason %q", nic.Name, nic.Roles, nic.Role, nic.RoleReason)
+				}
+			}
+			for name := range want.Roles {
+				if !seen[name] {
+					t.Errorf("expected role for NIC %s, which the node does not have", name)
+				}
+			}
 			if len(n.Pairs) != len(want.Pairs) {
 				t.Fatalf("got %d pairs, want %d:\n%+v", len(n.Pairs), len(want.Pairs), n.Pairs)
 			}
@@ -54,6 +80,16 @@ func TestMachines(t *testing.T) {
 				}
 				if w.Decided != nil && got.Decided != *w.Decided {
 					t.Errorf("GPU %d: decided = %v, want %v", w.GPU, got.Decided, *w.Decided)
+				}
+				if w.Note != "" && got.Note != w.Note {
+					t.Errorf("GPU %d: note %q, want %q", w.GPU, got.Note, w.Note)
+				}
+				wantDown := want.DownNICs[w.GPU]
+				if wantDown == nil {
+					wantDown = []string{}
+				}
+				if !slices.Equal(got.DownNICs, wantDown) {
+					t.Errorf("GPU %d: down NICs %v, want %v (note %q)", w.GPU, got.DownNICs, wantDown, got.Note)
 				}
 				// A pair's class is the path class to each of its NICs.
 				for _, nic := range got.NICs {
@@ -175,8 +211,13 @@ func TestH200Capture(t *testing.T) {
 	if n.NVML.Source != "replay" || n.NVML.DriverVersion != "580.159.04" || n.NVML.CUDAVersion != 13000 {
 		t.Errorf("NVML = %+v", n.NVML)
 	}
+	if n.Driver != (topology.DriverInfo{Version: "580.159.04", Source: "nvml"}) || !n.Platform.Virtual {
+		t.Errorf("driver %+v, platform %+v (the capture's cpuinfo has the hypervisor flag)", n.Driver, n.Platform)
+	}
+	// No route table in the capture: eth0, the one Ethernet NIC and up, is
+	// the front end (NCCL used it: nccl-init.log "NET/Socket : Using [0]eth0").
 	if len(n.NICs) != 1 || n.NICs[0].Name != "eth0" || n.NICs[0].Driver != "virtio-pci" ||
-		n.NICs[0].Fabric != topology.FabricEthernet || n.NICs[0].Role != topology.RoleOther {
+		n.NICs[0].Fabric != topology.FabricEthernet || n.NICs[0].Role != topology.RoleFrontend {
 		t.Errorf("NICs = %+v", n.NICs)
 	}
 	if n.Platform.Cloud != topology.CloudUnknown || len(n.NUMANodes) != 1 || n.CPU.Online.String() != "0-15" ||
@@ -222,5 +263,38 @@ func TestGPUHealthCarried(t *testing.T) {
 			h.FabricStatus == nil || *h.FabricStatus != 0 || h.ECCUncorrectedVolatile == nil || *h.ECCUncorrectedVolatile != 0 {
 			t.Errorf("GPU %d health = %+v", g.Index, h)
 		}
+	}
+}
+
+// TestRoleReasonsDocumented: every role reason a fixture gets is one of
+// the shapes docs/topology-json.md lists (by its opening words).
+func TestRoleReasonsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/topology-json.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(doc, []byte("**Role reasons.**"))
+	if i < 0 {
+		t.Fatal("docs/topology-json.md has no role reasons table")
+	}
+	table := string(doc[i:])
+	seen := map[string]bool{}
+	for _, name := range fakesys.Machines() {
+		n := discoverRoot(t, sharedRoot(t, name))
+		for _, nic := range n.NICs {
+			words := strings.Fields(nic.RoleReason)
+			if len(words) < 2 {
+				t.Errorf("%s %s: reason %q", name, nic.Name, nic.RoleReason)
+				continue
+			}
+			open := strings.Join(words[:2], " ")
+			if !seen[open] && !strings.Contains(table, open) {
+				t.Errorf("%s %s: reason %q: %q is not in the role reasons table", name, nic.Name, nic.RoleReason, open)
+			}
+			seen[open] = true
+		}
+	}
+	if len(seen) < 8 {
+		t.Errorf("only %d reason shapes across the fixtures: %v", len(seen), seen)
 	}
 }

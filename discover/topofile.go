@@ -188,6 +188,40 @@ func installedAzureTopoFile(root string) string {
 	return ""
 }
 
+// awsTopoDirs are where aws-ofi-nccl installs its static topology files
+// (${pkgdatadir}/xml: the RPM and DEB packages, then NGC containers'
+// build), and awsTopoFiles which file the plugin itself gives NCCL for
+// which instance type (aws-ofi-nccl src/platform-aws.cpp: only the
+// instances whose hypervisor flattens the PCIe switches have one).
+var (
+	awsTopoDirs = []string{
+		"/opt/amazon/ofi-nccl/share/aws-ofi-nccl/xml",
+		"/opt/amazon/aws-ofi-nccl/share/aws-ofi-nccl/xml",
+	}
+	awsTopoFiles = map[string]string{
+		"p4d.24xlarge":  "p4d-24xl-topo.xml",
+		"p4de.24xlarge": "p4de-24xl-topo.xml",
+		"g5.48xlarge":   "g5.48xl-topo.xml",
+	}
+)
+
+// installedAWSTopoFile returns the path (as seen on the host) of the
+// aws-ofi-nccl topology file for the instance type installed under root,
+// or "".
+func installedAWSTopoFile(root, instanceType string) string {
+	name := awsTopoFiles[instanceType]
+	if name == "" {
+		return ""
+	}
+	for _, d := range awsTopoDirs {
+		p := d + "/" + name
+		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
 func attr(e *ncclxml.Element, name string) string {
 	for _, a := range e.Attrs {
 		if a.Name == name {

@@ -114,9 +114,12 @@ func TestDGXH100(t *testing.T) {
 	if n := len(r.find("gpuaffinity_gpu_up", nil)); n != 8 {
 		t.Errorf("%d gpu_up series, want 8", n)
 	}
-	// Storage ports: 200 GbE RoCE, role other.
-	eq("gpuaffinity_rdma_rate_bytes_per_second", l("device", "mlx5_1", "port", "1"), 2.5e10)
-	eq("gpuaffinity_rdma_info", l("device", "mlx5_2", "link_layer", "Ethernet", "fabric", "roce", "role", "other",
+	// Storage ports, as shipped: port 1 InfiniBand NDR, port 2 400 GbE
+	// RoCE, role storage.
+	eq("gpuaffinity_rdma_rate_bytes_per_second", l("device", "mlx5_1", "port", "1"), 5e10)
+	eq("gpuaffinity_rdma_info", l("device", "mlx5_1", "link_layer", "InfiniBand", "fabric", "infiniband", "role", "storage",
+		"netdev", "ibp41s0f0", "bus_id", "0000:29:00.0"), 1)
+	eq("gpuaffinity_rdma_info", l("device", "mlx5_2", "link_layer", "Ethernet", "fabric", "roce", "role", "storage",
 		"netdev", "enp41s0f1np1", "bus_id", "0000:29:00.1"), 1)
 	if n := len(r.find("gpuaffinity_rdma_info", nil)); n != 12 {
 		t.Errorf("%d rdma_info series, want 12 (8 compute + 4 storage ports)", n)
@@ -259,7 +262,8 @@ func TestDGXH100Faults(t *testing.T) {
 		{"gpuaffinity_gpu_remapped_rows_pending", l("gpu", "3"), 0},
 		{"gpuaffinity_rdma_state_id", l("device", "mlx5_4", "port", "1"), 1},
 		{"gpuaffinity_rdma_physical_state_id", l("device", "mlx5_4", "port", "1"), 2},
-		{"gpuaffinity_rdma_rate_bytes_per_second", l("device", "mlx5_4", "port", "1"), 5e10},
+		// The rate file of a down InfiniBand port: 10 Gb/sec (4X SDR).
+		{"gpuaffinity_rdma_rate_bytes_per_second", l("device", "mlx5_4", "port", "1"), 1.25e9},
 		{"gpuaffinity_rdma_symbol_error_total", l("device", "mlx5_4", "port", "1"), 117},
 		{"gpuaffinity_rdma_link_downed_total", l("device", "mlx5_4", "port", "1"), 3},
 		{"gpuaffinity_rdma_port_data_received_bytes_total", l("device", "mlx5_4", "port", "1"), 4 * 9876543210},

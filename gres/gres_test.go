@@ -2,6 +2,8 @@ package gres
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -222,6 +224,38 @@ func TestTypeName(t *testing.T) {
 		auto := strings.ReplaceAll(strings.ToLower(model), " ", "_")
 		if !strings.Contains(auto, got) {
 			t.Errorf("TypeName(%q) = %q is not a substring of %q", model, got, auto)
+		}
+	}
+}
+
+// Without NVML the driver's own files still give each GPU's model and
+// minor number (/proc/driver/nvidia/gpus/<bus id>/information): Type= and
+// File= as with NVML, and no warning about either. Links= needs NVML.
+func TestGresConfFromProcfs(t *testing.T) {
+	root := fakesys.Root(t, "dgx-h100")
+	if err := os.Remove(filepath.Join(root, "nvml.json")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := discover.Discover(discover.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.NVML.Source != "none" {
+		t.Fatalf("NVML %+v", n.NVML)
+	}
+	lines, warns, err := GresConf(n, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-55", "Name=gpu Type=h100 File=/dev/nvidia7 Cores=56-111"} {
+		k := []int{0, 7}[i]
+		if got := lines[k].String(); got != want {
+			t.Errorf("GPU %d: %s, want %s", k, got, want)
+		}
+	}
+	for _, w := range warns {
+		if strings.Contains(w, "minor") || strings.Contains(w, "model unknown") {
+			t.Errorf("warning %q: procfs names both", w)
 		}
 	}
 }

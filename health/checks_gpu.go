@@ -31,6 +31,17 @@ var allChecks = []Check{
 
 func checkGPUCount(_ context.Context, in *Input) Result {
 	n := in.Node
+	if len(n.GPUs) == 0 && len(n.Unsupported) > 0 {
+		a := n.Unsupported[0]
+		name := a.Name
+		if name == "" {
+			name = "class " + a.Class
+		}
+		return Result{Verdict: Fail,
+			Reason: fmt.Sprintf("0 supported GPUs: %s on the PCI bus are not supported yet (%s, %s:%s, driver %s, first at %s)",
+				plural(len(n.Unsupported), "accelerator"), name, strings.TrimPrefix(a.Vendor, "0x"), strings.TrimPrefix(a.Device, "0x"), orUnknown(a.Driver), a.BusID),
+			Hint: "gpuaffinity checks NVIDIA GPUs only for now; check this node with its vendor's tools (amd-smi, rocm-smi)"}
+	}
 	if len(n.GPUs) == 0 {
 		r := Result{Verdict: Fail, Reason: "no NVIDIA GPU on the PCI bus",
 			Hint: "check the GPUs are seated and powered; lspci -d 10de:"}
@@ -100,6 +111,9 @@ func checkGPUVisible(_ context.Context, in *Input) Result {
 }
 
 func checkPCIeLink(_ context.Context, in *Input) Result {
+	if len(in.gpus) == 0 {
+		return skip("no GPU")
+	}
 	var bad, notes []string
 	busLink := map[string]topology.PCILink{}
 	for _, d := range in.Node.PCIDevices {

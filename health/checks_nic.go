@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,8 +84,8 @@ func checkPortState(_ context.Context, in *Input) Result {
 		for _, p := range c.Ports {
 			ports++
 			if p.StateID != 4 || p.PhysStateID != 5 {
-				bad = append(bad, fmt.Sprintf("NIC %s (%s) port %d is %s/%s, want ACTIVE/LinkUp",
-					c.Name, c.BusID, p.Port, orUnknown(p.State), orUnknown(p.PhysState)))
+				bad = append(bad, fmt.Sprintf("NIC %s (%s) port %d is %s/%s, want ACTIVE/LinkUp%s",
+					c.Name, c.BusID, p.Port, orUnknown(p.State), orUnknown(p.PhysState), in.usersOf(c.Name)))
 			}
 		}
 	}
@@ -93,6 +94,27 @@ func checkPortState(_ context.Context, in *Input) Result {
 	}
 	return verdictOf(bad, Fail, "check the cable and switch port (ibstat); Polling means no link partner, INIT means no subnet manager",
 		fmt.Sprintf("%s ACTIVE/LinkUp", plural(ports, "port")))
+}
+
+// usersOf says which GPUs the layout gives a down compute NIC and what
+// they use meanwhile (" (GPU 2's NIC; GPU 2 uses mlx5_0 meanwhile)"); ""
+// when no GPU is given it.
+func (in *Input) usersOf(nic string) string {
+	var gpus, uses []string
+	for _, p := range in.Node.Pairs {
+		if slices.Contains(p.DownNICs, nic) {
+			gpus = append(gpus, fmt.Sprintf("GPU %d", p.GPU))
+			u := "no NIC"
+			if len(p.NICs) > 0 {
+				u = strings.Join(p.NICs, ",")
+			}
+			uses = append(uses, fmt.Sprintf("GPU %d uses %s", p.GPU, u))
+		}
+	}
+	if len(gpus) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the NIC of %s; meanwhile %s)", strings.Join(gpus, ", "), strings.Join(uses, ", "))
 }
 
 func checkRate(_ context.Context, in *Input) Result {
@@ -123,15 +145,19 @@ func checkRate(_ context.Context, in *Input) Result {
 		fmt.Sprintf("%s at %s Gb/s or more", plural(len(in.nics), "compute NIC"), fmtRate(want)))
 }
 
-// nicRate is the best RDMA port rate; the netdev speed only where no
-// port reports one (an IPoIB netdev can report the nominal speed of a
-// link that trained down).
+// nicRate is the best rate of an RDMA port that is up; the netdev speed
+// only where the NIC has no RDMA port (an IPoIB netdev can report the
+// nominal speed of a link that trained down). A down port's rate (10 Gb/s
+// SDR on InfiniBand, 40 Gb/s QDR on RoCE) says nothing of the link:
+// nic.port_state reports it, and its rate counts as 0.
 func nicRate(c topology.NIC) float64 {
-	var r float64
-	for _, p := range c.Ports {
-		r = max(r, p.RateGbps)
-	}
-	if r > 0 {
+	if len(c.Ports) > 0 {
+		var r float64
+		for _, p := range c.Ports {
+			if p.Up() {
+				r = max(r, p.RateGbps)
+			}
+		}
 		return r
 	}
 	return c.RateGbps()
@@ -241,6 +267,9 @@ func checkAligned(_ context.Context, in *Input) Result {
 	if in.computeCount() == 0 {
 		return skip("no compute NIC to align with")
 	}
+	if len(in.gpus) == 0 {
+		return skip("no supported GPU to align")
+	}
 	var bad, warn, notes []string
 	for _, g := range in.gpus {
 		var p *topology.Pair
@@ -300,23 +329,26 @@ func checkGDR(_ context.Context, in *Input) Result {
 	if len(rdmaNICs) == 0 {
 		return skip("no RDMA compute NIC")
 	}
+	if len(in.gpus) == 0 {
+		return skip("no NVIDIA GPU")
+	}
 	if fi, err := os.Stat(filepath.Join(in.Root, "sys/module/nvidia_peermem")); err == nil && fi.IsDir() {
 		return Result{Verdict: Pass, Reason: "nvidia_peermem loaded"}
 	}
 	if efa {
 		return Result{Verdict: Pass, Reason: "EFA: GPUDirect RDMA through the efa driver (nvidia_peermem not needed)"}
 	}
-	drv := driverMajor(in.Node.NVML.DriverVersion)
+	drv := driverMajor(in.Node.Driver.Version)
 	kmaj, kmin, kok := kernelVersion(in.Root)
 	if drv >= 515 && kok && (kmaj > 5 || kmaj == 5 && kmin >= 12) {
-		return Result{Verdict: Pass, Reason: fmt.Sprintf("dma-buf: driver %s, kernel %d.%d (nvidia_peermem not loaded)", in.Node.NVML.DriverVersion, kmaj, kmin)}
+		return Result{Verdict: Pass, Reason: fmt.Sprintf("dma-buf: driver %s (%s), kernel %d.%d (nvidia_peermem not loaded)", in.Node.Driver.Version, in.Node.Driver.Source, kmaj, kmin)}
 	}
 	why := "nvidia_peermem not loaded"
 	switch {
 	case drv == 0:
 		why += " and the driver version is unknown"
 	case drv < 515:
-		why += fmt.Sprintf(" and driver %s is older than R515 (no dma-buf)", in.Node.NVML.DriverVersion)
+		why += fmt.Sprintf(" and driver %s is older than R515 (no dma-buf)", in.Node.Driver.Version)
 	case !kok:
 		why += " and the kernel version is unknown (dma-buf needs 5.12+)"
 	default:

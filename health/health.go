@@ -284,7 +284,9 @@ func (in *Input) selectDevices() error {
 		in.gpus = append(in.gpus, n.GPUs[k])
 		for _, p := range n.Pairs {
 			if p.GPU == i {
-				for _, name := range p.NICs {
+				// The GPU's own NICs whose ports are down stay in the
+				// selection: nic.port_state names them.
+				for _, name := range append(slices.Clone(p.NICs), p.DownNICs...) {
 					want[name] = true
 				}
 			}

@@ -22,6 +22,12 @@ type EnvRequest struct {
 	// TopoFile is the path NCCL_TOPO_FILE gets: a vendor file in use or
 	// the XML gpuaffinity wrote; "" for none.
 	TopoFile string
+	// Preset reports the caller's environment. A platform setting
+	// (PlatformSettings) the caller has already set is left out, so its
+	// value stands. Nil means nothing is set.
+	Preset func(name string) (string, bool)
+	// NoPlatform leaves every platform setting out.
+	NoPlatform bool
 }
 
 // Var is one environment variable.
@@ -104,13 +110,20 @@ func (b *envBuilder) node(req EnvRequest) {
 	n := b.n
 	b.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
+	ib := envComputeNICs(n, topology.FabricInfiniBand)
+	roce := envComputeNICs(n, topology.FabricRoCE)
+	gib := n.Platform.Cloud == topology.CloudGCP && len(roce) > 0
+
 	front := b.frontEnd()
-	if front != "" {
+	switch {
+	case gib && front != "":
+		// Google's gIB scripts name both gVNICs (cluster-toolkit
+		// a3-ultragpu-8g run-nccl-tests.sh: enp0s19,enp192s20).
+		b.set("NCCL_SOCKET_IFNAME", "="+strings.Join(b.frontEnds(front), ","))
+	case front != "":
 		b.set("NCCL_SOCKET_IFNAME", "="+front)
 	}
 
-	ib := envComputeNICs(n, topology.FabricInfiniBand)
-	roce := envComputeNICs(n, topology.FabricRoCE)
 	efa := envComputeNICs(n, topology.FabricEFA)
 	gve := envGVNICs(n)
 	ibOrRoCE := envComputeNICs(n, topology.FabricInfiniBand, topology.FabricRoCE)
@@ -149,6 +162,10 @@ func (b *envBuilder) node(req EnvRequest) {
 		}
 	}
 
+	if !req.NoPlatform {
+		b.platform(req, roce, gib)
+	}
+
 	if n.Platform.Cloud == topology.CloudAzure && len(ib) > 0 {
 		b.set("NCCL_IB_PCI_RELAXED_ORDERING", "1")
 		b.set("UCX_IB_PCI_RELAXED_ORDERING", "on")
@@ -169,12 +186,126 @@ func (b *envBuilder) node(req EnvRequest) {
 	}
 
 	if req.TopoFile != "" {
-		if len(efa) > 0 {
+		switch {
+		case len(efa) > 0 && req.TopoFile == n.TopoFile && n.Platform.Cloud == topology.CloudAWS:
+			// aws-ofi-nccl's own file for this instance type, which the
+			// plugin hands NCCL itself.
+		case len(efa) > 0:
 			b.warn("NCCL_TOPO_FILE not set to %s: on EFA nodes aws-ofi-nccl writes its own topology", req.TopoFile)
-		} else {
+		default:
 			b.set("NCCL_TOPO_FILE", req.TopoFile)
 		}
 	}
+}
+
+// frontEnds lists front, then the netdevs of the other front-end NICs
+// that are up, in NIC order.
+func (b *envBuilder) frontEnds(front string) []string {
+	out := []string{front}
+	for _, nic := range b.n.NICs {
+		if nic.Role != topology.RoleFrontend {
+			continue
+		}
+		for _, i := range nic.Interfaces {
+			if i.OperState == "up" && !slices.Contains(out, i.Name) && b.listable(i.Name) != "" {
+				out = append(out, i.Name)
+			}
+		}
+	}
+	return out
+}
+
+// PlatformSetting is one variable a platform publishes for its fabric.
+type PlatformSetting struct {
+	Var
+	Source string // where the platform publishes it
+}
+
+// ociSettings are OCI's RoCE QoS and queue-pair settings for its GPU
+// shapes' RDMA cluster network (oracle-quickstart/oci-hpc
+// playbooks/roles/nccl-conf/templates/{h100,h200,b200}, the
+// samples/gpu/nccl_run_allreduce*.sbatch jobs).
+var ociSettings = []PlatformSetting{
+	{Var{"NCCL_IB_QPS_PER_CONNECTION", "1"}, ociSource},
+	{Var{"NCCL_IB_SPLIT_DATA_ON_QPS", "0"}, ociSource},
+	{Var{"NCCL_IB_TC", "41"}, ociSource},
+	{Var{"NCCL_IB_SL", "0"}, ociSource},
+	{Var{"NCCL_IB_TIMEOUT", "22"}, ociSource},
+}
+
+const ociSource = "oracle-quickstart/oci-hpc@b5285a6 playbooks/roles/nccl-conf/templates/h100; samples/gpu/nccl_run_allreduce_H100.sbatch@d8df359"
+
+// gibSettings are Google's gIB profile, the values of
+// /usr/local/gib/scripts/set_nccl_env.sh as Google's own a3-ultragpu-8g
+// NeMo Dockerfile repeats them (GoogleCloudPlatform/cluster-toolkit
+// examples/machine-learning/a3-ultragpu-8g); NCCL_NET=gIB from its
+// run-nccl-tests.sh.
+var gibSettings = []PlatformSetting{
+	{Var{"NCCL_NET", "gIB"}, gibSource},
+	{Var{"NCCL_CROSS_NIC", "0"}, gibSource},
+	{Var{"NCCL_NET_GDR_LEVEL", "PIX"}, gibSource},
+	{Var{"NCCL_P2P_NET_CHUNKSIZE", "131072"}, gibSource},
+	{Var{"NCCL_NVLS_CHUNKSIZE", "524288"}, gibSource},
+	{Var{"NCCL_IB_ADAPTIVE_ROUTING", "1"}, gibSource},
+	{Var{"NCCL_IB_QPS_PER_CONNECTION", "4"}, gibSource},
+	{Var{"NCCL_IB_TC", "52"}, gibSource},
+	{Var{"NCCL_IB_FIFO_TC", "84"}, gibSource},
+}
+
+const gibSource = "GoogleCloudPlatform/cluster-toolkit@4f04afc examples/machine-learning/a3-ultragpu-8g (nccl-tests/run-nccl-tests.sh, the NeMo Dockerfile's copy of set_nccl_env.sh)"
+
+// gibTuners are the tuner configurations of Google's gIB installation by
+// GPU: a3-ultragpu (H200) and a4-highgpu (B200).
+var gibTuners = map[string]string{
+	"H200": "/usr/local/gib/configs/tuner_config_a3u.txtpb",
+	"B200": "/usr/local/gib/configs/tuner_config_a4.txtpb",
+}
+
+// platform adds the settings the node's platform publishes for its fabric;
+// one the caller has set already is left out.
+func (b *envBuilder) platform(req EnvRequest, roce []topology.NIC, gib bool) {
+	n := b.n
+	var settings []PlatformSetting
+	switch {
+	case n.Platform.Cloud == topology.CloudOCI && len(roce) > 0:
+		settings = ociSettings
+	case gib && !slices.Contains(n.NetPlugins, "gIB"):
+		b.warn("Google Cloud with RoCE compute NICs, but Google's gIB NCCL plugin is not installed (no /usr/local/gib/scripts/set_nccl_env.sh): NCCL_NET=gIB and Google's profile not set; NCCL uses its own IB transport")
+	case gib:
+		settings = slices.Clone(gibSettings)
+		if t := gibTuner(n); t != "" {
+			settings = append(settings, PlatformSetting{Var{"NCCL_TUNER_CONFIG_PATH", t}, gibSource})
+		} else {
+			b.warn("gIB: no tuner configuration known for these GPUs (a3-ultragpu H200, a4 B200): NCCL_TUNER_CONFIG_PATH not set")
+		}
+	}
+	for _, st := range settings {
+		if req.Preset != nil {
+			if _, ok := req.Preset(st.Name); ok {
+				continue
+			}
+		}
+		b.set(st.Name, st.Value)
+	}
+}
+
+// gibTuner is the gIB tuner configuration for the node's GPUs; "" when
+// they are none of the known ones or not all alike.
+func gibTuner(n topology.Node) string {
+	t := ""
+	for _, g := range n.GPUs {
+		var this string
+		for model, path := range gibTuners {
+			if strings.Contains(g.Model, model) {
+				this = path
+			}
+		}
+		if this == "" || (t != "" && this != t) {
+			return ""
+		}
+		t = this
+	}
+	return t
 }
 
 // frontEnd picks the interface for NCCL's bootstrap sockets: the default

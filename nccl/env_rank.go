@@ -49,6 +49,15 @@ func envRankGPU(n topology.Node, rank int, cvd *string) (*topology.GPU, error) {
 	if rank < 0 {
 		return nil, fmt.Errorf("%w: local rank %d is negative", ErrRank, rank)
 	}
+	if len(n.GPUs) == 0 {
+		why := "no NVIDIA GPU on the PCI bus"
+		if len(n.Unsupported) > 0 {
+			a := n.Unsupported[0]
+			why = fmt.Sprintf("%d accelerator(s) on the PCI bus are not supported yet (%s %s:%s at %s)",
+				len(n.Unsupported), envOr(a.Name, "class "+a.Class), strings.TrimPrefix(a.Vendor, "0x"), strings.TrimPrefix(a.Device, "0x"), a.BusID)
+		}
+		return nil, fmt.Errorf("%w: local rank %d: this node has no GPU gpuaffinity supports: %s", ErrRank, rank, why)
+	}
 	if cvd == nil {
 		for i := range n.GPUs {
 			if n.GPUs[i].Index == rank {

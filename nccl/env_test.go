@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -31,17 +32,33 @@ func envMustBuild(t *testing.T, n topology.Node, req EnvRequest) Env {
 var envFixtures = []struct {
 	name, route string
 	last        int
-	warnings    int // warnings of rank 0
+	warnings    int   // warnings of rank 0
+	extra       []int // further ranks with an expected file
 }{
-	{"aws-p4d", "ens32", 7, 0},
-	{"aws-p5", "enp71s0", 7, 0},
-	{"azure-nd-h100-v5", "eth0", 7, 0},
-	{"dgx-h100", "enp4s0f0", 7, 0},
-	{"gcp-a3-mega", "enp0s12", 7, 0},
-	{"grace-hopper", "", 0, 1},
-	{"h200-vm", "", 0, 1},
-	{"oci-bm-gpu-h100", "eth0", 7, 0},
+	{"aws-p4d", "ens32", 7, 0, nil},
+	{"aws-p5", "enp71s0", 7, 0, nil},
+	{"aws-p6-b200", "enp71s0", 7, 0, nil},
+	{"azure-nd-h100-v5", "eth0", 7, 0, nil},
+	{"cgroup-half", "", 7, 1, nil},                        // no front end
+	{"dgx-h100", "enp4s0f0", 7, 0, nil},                   //
+	{"dgx-h100-faults", "enp4s0f0", 7, 1, []int{2}},       // mlx5_4 down
+	{"dgx-h100-ib-storage", "enp4s0f0", 7, 0, nil},        //
+	{"gcp-a3-mega", "enp0s12", 7, 0, nil},                 //
+	{"gcp-a3-ultragpu", "enp0s19", 7, 0, nil},             //
+	{"grace-hopper", "", 0, 1, nil},                       //
+	{"h200-vm", "", 0, 1, nil},                            //
+	{"numa-unknown-2s", "", 3, 2, nil},                    // no front end, no RDMA
+	{"oci-bm-gpu-h100", "eth0", 7, 0, nil},                //
+	{"oci-bm-gpu-h100-port-down", "eth0", 7, 1, []int{2}}, // mlx5_5 down
+	{"smt-off-2s", "", 3, 2, nil},                         // no front end, no RDMA
+	{"snc2-2s", "", 7, 1, nil},                            // no front end
+	{"snc2-2s-nic-absent", "", 7, 1, []int{2}},            // no front end
+	{"unequal-nodes", "", 7, 1, nil},                      // no front end
 }
+
+// envNoGPU are the fixtures without a GPU gpuaffinity supports: env fails
+// for every rank, naming what is on the bus.
+var envNoGPU = map[string]string{"amd-mi300x": "8 accelerator(s) on the PCI bus are not supported yet (AMD Instinct MI300X 1002:74a1 at 0000:05:00.0)"}
 
 // envExpected reads a hand-written expectation, dropping # comment lines.
 func envExpected(t *testing.T, file string) string {
@@ -64,9 +81,18 @@ func TestEnvFixtures(t *testing.T) {
 	for _, f := range envFixtures {
 		names = append(names, f.name)
 	}
-	for _, m := range foundationFixtures {
-		if !slices.Contains(names, m) {
+	for _, m := range fakesys.Machines() {
+		if !slices.Contains(names, m) && envNoGPU[m] == "" {
 			t.Errorf("fixture %s has no expected env output in testdata/env", m)
+		}
+	}
+	for m, why := range envNoGPU {
+		n := fixtureNode(t, m)
+		for _, rank := range []int{0, 7} {
+			_, err := BuildEnv(n, EnvRequest{Rank: envIntp(rank)})
+			if !errors.Is(err, ErrRank) || !strings.Contains(err.Error(), why) {
+				t.Errorf("%s rank %d: err %v, want ErrRank naming %q", m, rank, err, why)
+			}
 		}
 	}
 	for _, f := range envFixtures {
@@ -76,7 +102,7 @@ func TestEnvFixtures(t *testing.T) {
 			if n.DefaultRouteInterface != f.route {
 				t.Fatalf("default route interface %q, the expectations assume %q (spec default_route)", n.DefaultRouteInterface, f.route)
 			}
-			for _, rank := range slices.Compact([]int{0, f.last}) {
+			for _, rank := range slices.Compact(append([]int{0, f.last}, f.extra...)) {
 				e := envMustBuild(t, n, EnvRequest{Rank: envIntp(rank)})
 				var b bytes.Buffer
 				if err := WriteSh(&b, e.Vars); err != nil {
@@ -466,4 +492,56 @@ func TestLocalRankFromEnv(t *testing.T) {
 			t.Errorf("got %v %q %v, want %v %q", rank, source, err, tc.rank, tc.source)
 		}
 	}
+}
+
+// TestEnvPlatform: the platforms' own settings are defaults the caller's
+// environment and --platform-settings=false override; gIB's need its
+// plugin, and its tuner follows the GPU.
+func TestEnvPlatform(t *testing.T) {
+	oci := fixtureNode(t, "oci-bm-gpu-h100")
+	e := envMustBuild(t, oci, EnvRequest{})
+	for name, want := range map[string]string{"NCCL_IB_QPS_PER_CONNECTION": "1", "NCCL_IB_SPLIT_DATA_ON_QPS": "0",
+		"NCCL_IB_TC": "41", "NCCL_IB_SL": "0", "NCCL_IB_TIMEOUT": "22"} {
+		envMustGet(t, e, name, want)
+	}
+	preset := func(name string) (string, bool) {
+		if name == "NCCL_IB_TC" {
+			return "106", true
+		}
+		return "", false
+	}
+	e = envMustBuild(t, oci, EnvRequest{Preset: preset})
+	envMustUnset(t, e, "NCCL_IB_TC")
+	envMustGet(t, e, "NCCL_IB_SL", "0")
+	e = envMustBuild(t, oci, EnvRequest{NoPlatform: true})
+	for _, name := range []string{"NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_TC", "NCCL_IB_TIMEOUT"} {
+		envMustUnset(t, e, name)
+	}
+	envMustGet(t, e, "NCCL_IB_GID_INDEX", "3") // topology, not a platform setting
+
+	// None of OCI's settings anywhere else.
+	for _, m := range []string{"dgx-h100", "azure-nd-h100-v5", "aws-p5"} {
+		envMustUnset(t, envMustBuild(t, fixtureNode(t, m), EnvRequest{}), "NCCL_IB_TC")
+	}
+
+	gcp := fixtureNode(t, "gcp-a3-ultragpu")
+	e = envMustBuild(t, gcp, EnvRequest{})
+	envMustGet(t, e, "NCCL_NET", "gIB")
+	envMustGet(t, e, "NCCL_TUNER_CONFIG_PATH", "/usr/local/gib/configs/tuner_config_a3u.txtpb")
+	for i := range gcp.GPUs {
+		gcp.GPUs[i].Model = "NVIDIA B200"
+	}
+	envMustGet(t, envMustBuild(t, gcp, EnvRequest{}), "NCCL_TUNER_CONFIG_PATH", "/usr/local/gib/configs/tuner_config_a4.txtpb")
+	gcp.GPUs[0].Model = "NVIDIA H100 80GB HBM3"
+	e = envMustBuild(t, gcp, EnvRequest{})
+	envMustUnset(t, e, "NCCL_TUNER_CONFIG_PATH")
+	envWarned(t, e, "no tuner configuration known")
+	gcp.NetPlugins = nil
+	e = envMustBuild(t, gcp, EnvRequest{})
+	envMustUnset(t, e, "NCCL_NET")
+	envMustUnset(t, e, "NCCL_IB_FIFO_TC")
+	envWarned(t, e, "gIB NCCL plugin is not installed")
+	envMustGet(t, e, "NCCL_IB_GID_INDEX", "3")
+	// A TCPXO node (gVNIC, no RDMA) is no gIB node.
+	envMustUnset(t, envMustBuild(t, fixtureNode(t, "gcp-a3-mega"), EnvRequest{}), "NCCL_NET")
 }

@@ -339,7 +339,9 @@ func xmlCPUIDFamily(f int) int {
 // a SYS pair is left alone (a switch cannot span two NUMA nodes, and
 // claiming PIX across sockets would turn GPUDirect RDMA on over the SMP
 // link). Nor is a GPU with its own memory NUMA node (C2C-attached, Grace
-// Hopper and Blackwell), whose NIC path NCCL computes over C2C.
+// Hopper and Blackwell), whose NIC path NCCL computes over C2C, nor a
+// GPU that uses another NIC while its own is down (the file describes the
+// machine, not the stopgap).
 func (b *xmlBuilder) synthesize() {
 	up := map[string]string{} // union-find over the busids of the units
 	var find func(string) string
@@ -360,7 +362,7 @@ func (b *xmlBuilder) synthesize() {
 		nicBus[nic.Name] = nic.NCCLBusID()
 	}
 	for _, p := range b.n.Pairs {
-		if p.Class != topology.ClassPHB && p.Class != topology.ClassNODE {
+		if p.Class != topology.ClassPHB && p.Class != topology.ClassNODE || len(p.DownNICs) > 0 {
 			continue
 		}
 		pos, ok := gpuPos[p.GPU]

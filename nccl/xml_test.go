@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -173,16 +174,20 @@ func TestXMLFacts(t *testing.T) {
 			absent: []string{"0000:0c:00.1", "0000:17:00.0", "0000:98:00.0"},
 		},
 		{
+			// aws-ofi-nccl's p4d file is installed and places the devices
+			// (the fixture without it: TestXMLSynthesize): its switch
+			// ffff:ff:01.0 holds GPUs 10:1c, 10:1d and the EFA 10:1b, and
+			// its 8 GT/s x16 links bound the leaves'.
 			machine: "aws-p4d",
 			paths: map[string]string{
-				"0000:10:1c.0": "cpu 0/0000:10:1c.0",
-				"0000:10:1b.0": "cpu 0/0000:10:1b.0", // EFA keeps its own function
-				"0000:a0:1d.0": "cpu 1/0000:a0:1d.0",
+				"0000:10:1c.0": "cpu 0/ffff:ff:01.0/0000:10:1c.0",
+				"0000:10:1b.0": "cpu 0/ffff:ff:01.0/0000:10:1b.0", // EFA keeps its own function
+				"0000:a0:1d.0": "cpu 1/ffff:ff:04.0/0000:a0:1d.0",
 			},
 			attrs: map[string]string{
 				"cpu 0|affinity":          "000000ff,ffff0000,00ffffff", // as AWS's p4d file
-				"0000:10:1c.0|link_speed": "16.0 GT/s PCIe",
-				"0000:10:1c.0|link_width": "0",
+				"0000:10:1c.0|link_speed": "8 GT/s",
+				"0000:10:1c.0|link_width": "16",
 			},
 			leaves: 12,
 			absent: []string{"0000:10:00.0"}, // ENA
@@ -281,6 +286,12 @@ func TestXMLMatchesNCCLWalk(t *testing.T) {
 			n, err := discover.Discover(discover.Options{Root: root})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if n.TopoFile != "" {
+				// The platform's own topology file is installed (aws-p4d):
+				// NCCL is given that file, not its sysfs walk, and the XML
+				// follows the file (TestXMLFacts).
+				return
 			}
 			_, got := xmlRender(t, n, XMLOptions{})
 			var leaves []string
@@ -509,7 +520,23 @@ func TestXMLSynthesizeAzure(t *testing.T) {
 // one switch for the three, as in AWS's own p4d file), machines whose
 // pairs already share a switch, and a C2C GPU (nothing changes).
 func TestXMLSynthesize(t *testing.T) {
-	n := fixtureNode(t, "aws-p4d")
+	// p4d as sysfs shows it, without aws-ofi-nccl's file installed.
+	spec, err := fakesys.Machine("aws-p4d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Files = nil
+	dir := t.TempDir()
+	if err := fakesys.Build(spec, dir); err != nil {
+		t.Fatal(err)
+	}
+	n, err := discover.Discover(discover.Options{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.TopoFile != "" || n.Pairs[1].Class != topology.ClassPHB {
+		t.Fatalf("p4d without its file: topo file %q, GPU 1 pair %+v", n.TopoFile, n.Pairs[1])
+	}
 	_, root := xmlRender(t, n, XMLOptions{SynthesizeSwitches: true})
 	for bus, want := range map[string]string{
 		"0000:10:1b.0": "cpu 0/ffff:ff:01.0/0000:10:1b.0",
@@ -653,5 +680,50 @@ func TestXMLCPUIDFamily(t *testing.T) {
 		if got := xmlCPUIDFamily(f); got != want {
 			t.Errorf("family %d: %d, want %d", f, got, want)
 		}
+	}
+}
+
+// TestXMLComputeNICsOnly: on every fixture the XML (which passes the
+// loader checker, xmlRender) lists exactly the compute NICs, by the bus id
+// NCCL names them with, and every GPU; storage, front-end and management
+// NICs never appear.
+func TestXMLComputeNICsOnly(t *testing.T) {
+	for _, name := range fakesys.Machines() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			n := fixtureNode(t, name)
+			_, root := xmlRender(t, n, XMLOptions{})
+			want := map[string]bool{}
+			for _, nic := range n.NICs {
+				if nic.Role == topology.RoleCompute {
+					want[nic.NCCLBusID()] = true
+				}
+			}
+			got := map[string]bool{}
+			var walk func(e *ncclxml.Element)
+			walk = func(e *ncclxml.Element) {
+				if class, _ := e.Value("class"); e.Name == "pci" && len(e.Children) == 0 && strings.HasPrefix(class, "0x02") {
+					bus, _ := e.Value("busid")
+					got[bus] = true
+				}
+				for _, c := range e.Children {
+					walk(c)
+				}
+			}
+			walk(root)
+			if !maps.Equal(got, want) {
+				t.Errorf("XML NICs %v, compute NICs %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+			}
+			for _, g := range n.GPUs {
+				if xmlFind(root, "busid", g.BusID) == nil {
+					t.Errorf("GPU %d (%s) is not in the XML", g.Index, g.BusID)
+				}
+			}
+			for _, nic := range n.NICs {
+				if nic.Role != topology.RoleCompute && !want[nic.NCCLBusID()] && xmlFind(root, "busid", nic.BusID) != nil {
+					t.Errorf("%s NIC %s (%s) is in the XML", nic.Role, nic.Name, nic.BusID)
+				}
+			}
+		})
 	}
 }

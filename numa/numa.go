@@ -46,6 +46,9 @@ type Topology struct {
 	Model    string     // cpuinfo model name
 	FamilyID int        // cpuinfo cpu family
 	ModelID  int        // cpuinfo model
+	// Hypervisor is set where cpuinfo's flags (x86) include "hypervisor":
+	// the CPU runs under a hypervisor.
+	Hypervisor bool
 }
 
 // Read reads the topology under root. errs lists per-file problems.
@@ -254,7 +257,8 @@ func AllowedCPUs(path string) (cpuset.Set, error) {
 	return cpuset.Set{}, fmt.Errorf("%s: no Cpus_allowed_list line", path)
 }
 
-// readCPUInfo takes vendor, model name, family and model from the first
+// readCPUInfo takes vendor, model name, family, model and the hypervisor
+// flag from the first
 // processor block of /proc/cpuinfo. Arm cpuinfo has none of these: the
 // fields stay empty and that is not an error.
 func (t *Topology) readCPUInfo(path string) error {
@@ -289,6 +293,8 @@ func (t *Topology) readCPUInfo(path string) error {
 			t.FamilyID, _ = strconv.Atoi(v)
 		case "model":
 			t.ModelID, _ = strconv.Atoi(v)
+		case "flags":
+			t.Hypervisor = slices.Contains(strings.Fields(v), "hypervisor")
 		}
 	}
 	return sc.Err()

@@ -23,6 +23,13 @@ type Netdev struct {
 	SpeedMbps int    // speed; 0 when unknown (-1 or unreadable, as virtio reports)
 	Address   string // address (MAC)
 	Type      int    // type: 1 Ethernet, 32 InfiniBand (IPoIB)
+	// Master is the interface this one is enslaved to (the master link:
+	// a bond or bridge, or Azure netvsc's synthetic NIC for its VF); ""
+	// when none.
+	Master string
+	// MasterKind is "bond" or "bridge" when the master's own directory
+	// has bonding/ or bridge/; "" otherwise.
+	MasterKind string
 }
 
 // Netdevs reads every netdev, sorted by name.
@@ -60,9 +67,24 @@ func readNetdev(root, classDir, name string) (*Netdev, []error) {
 	note(err)
 	nd.Type, err = sysattr.Int(filepath.Join(link, "type"))
 	note(err)
+	if target, err := os.Readlink(filepath.Join(link, "master")); err == nil {
+		nd.Master = filepath.Base(target)
+		nd.MasterKind = masterKind(filepath.Join(classDir, nd.Master))
+	}
 	// speed fails with EINVAL while the link is down; -1 on virtio.
 	if s, err := sysattr.Int(filepath.Join(link, "speed")); err == nil && s > 0 {
 		nd.SpeedMbps = s
 	}
 	return nd, errs
+}
+
+// masterKind names the kind of a master interface from its sysfs
+// directory: bonding/ (bond) or bridge/ (bridge).
+func masterKind(dir string) string {
+	for _, k := range []struct{ sub, kind string }{{"bonding", "bond"}, {"bridge", "bridge"}} {
+		if fi, err := os.Stat(filepath.Join(dir, k.sub)); err == nil && fi.IsDir() {
+			return k.kind
+		}
+	}
+	return ""
 }

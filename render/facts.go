@@ -133,9 +133,21 @@ func bytesHuman(b uint64) string {
 	}
 }
 
-// rate prints a NIC's best port rate, "" when unknown.
+// rate prints a NIC's best port rate, "down" when no port is up (a down
+// port's rate file says nothing of the link), "" when unknown.
 func rate(nic topology.NIC) string {
-	r := nic.RateGbps()
+	if !nic.Healthy() {
+		return "down"
+	}
+	var r float64
+	for _, p := range nic.Ports {
+		if p.Up() || !p.Known() {
+			r = max(r, p.RateGbps)
+		}
+	}
+	if len(nic.Ports) == 0 {
+		r = nic.RateGbps()
+	}
 	if r <= 0 {
 		return ""
 	}

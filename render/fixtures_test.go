@@ -58,7 +58,7 @@ func switchNode() topology.Node {
 	nic := func(name, netdev, bus string, numa int) topology.NIC {
 		return topology.NIC{Name: name, RDMADevice: name, Netdevs: []string{netdev}, BusID: bus,
 			Vendor: "0x15b3", Device: "0x1021", Driver: "mlx5_core", Fabric: topology.FabricInfiniBand,
-			Role: topology.RoleCompute, RoleReason: "RDMA NIC in the highest rate class",
+			Role: topology.RoleCompute, Roles: []topology.Role{topology.RoleCompute}, RoleReason: "GPU-side NIC: nearest NIC of GPU 0 (PIX)",
 			NUMANode: intp(numa), LocalCPUs: cpuset.Range(numa*16, numa*16+15),
 			FirmwareVersion: "28.39.1002", NodeGUID: "a088:c203:0000:0001",
 			Ports: []topology.Port{{Port: 1, State: "ACTIVE", StateID: 4, PhysState: "LinkUp", PhysStateID: 5,
@@ -126,7 +126,7 @@ func vmNode() topology.Node {
 	ib := func(name, netdev, bus string) topology.NIC {
 		return topology.NIC{Name: name, RDMADevice: name, Netdevs: []string{netdev}, BusID: bus,
 			Vendor: "0x15b3", Device: "0x101e", Driver: "mlx5_core", Fabric: topology.FabricInfiniBand,
-			Role: topology.RoleCompute, RoleReason: "RDMA NIC in the highest rate class",
+			Role: topology.RoleCompute, Roles: []topology.Role{topology.RoleCompute}, RoleReason: "GPU-side NIC: nearest NIC of GPU 0 (PIX)",
 			LocalCPUs: cpuset.Range(0, 15), Virtual: true,
 			Ports: []topology.Port{{Port: 1, State: "ACTIVE", StateID: 4, PhysState: "LinkUp", PhysStateID: 5,
 				RateGbps: 400, LinkLayer: "InfiniBand"}}}
@@ -158,7 +158,7 @@ func vmNode() topology.Node {
 		},
 		NICs: []topology.NIC{
 			{Name: "eth0", Netdevs: []string{"eth0"}, Driver: "hv_netvsc", Fabric: topology.FabricEthernet,
-				Role: topology.RoleOther, RoleReason: "not an RDMA NIC while RDMA NICs exist",
+				Role: topology.RoleFrontend, Roles: []topology.Role{topology.RoleFrontend}, RoleReason: "holds the default route (eth0)",
 				Interfaces: []topology.Interface{{Name: "eth0", OperState: "up", MTU: 1500, SpeedMbps: 50000}}},
 			ib("mlx5_0", "ibP257s1", "0101:00:00.0"),
 			ib("mlx5_1", "ibP258s2", "0102:00:00.0"),
@@ -214,11 +214,11 @@ func hostileNode() topology.Node {
 			Model: `NVIDIA "H100" {x} <b>&amp; \`, NUMANode: intp(0), LocalCPUs: cpuset.Range(0, 3)}},
 		NICs: []topology.NIC{
 			{Name: `eth"0;}`, Netdevs: []string{`a b<c>`}, BusID: "0000:02:00.0",
-				Fabric: topology.FabricEthernet, Role: topology.RoleCompute, RoleReason: "--compute-nics"},
+				Fabric: topology.FabricEthernet, Role: topology.RoleCompute, Roles: []topology.Role{topology.RoleCompute}, RoleReason: "named by --compute-nics"},
 			{Name: `a b<c>`, RDMADevice: `a b<c>`, Netdevs: []string{`x\`, "tab\there"}, BusID: "0000:02:00.0",
-				Fabric: topology.FabricRoCE, Role: topology.RoleOther},
+				Fabric: topology.FabricRoCE, Role: topology.RoleStorage, Roles: []topology.Role{topology.RoleStorage}},
 			{Name: "end", Netdevs: []string{"#1|-->", "`md`"}, BusID: "0000:03:00.0", Fabric: topology.FabricEthernet,
-				Role: topology.RoleOther},
+				Role: topology.RoleOther, Roles: []topology.Role{topology.RoleOther}},
 		},
 		Paths: []topology.Path{
 			{GPU: 0, NIC: `eth"0;}`, Class: topology.ClassPIX},

@@ -29,7 +29,7 @@ var allowlistOracle = func() *regexp.Regexp {
 		`sys/bus/pci/devices/[^/]+`,
 		`sys/class/(net|infiniband)/[^/]+`,
 		pci + `/(vendor|device|class|subsystem_vendor|subsystem_device|revision|numa_node|local_cpulist|local_cpus|current_link_speed|current_link_width|max_link_speed|max_link_width|modalias|enable|irq|config|driver|physfn)`,
-		net + `/(address|operstate|mtu|speed|type|carrier|ifindex|addr_assign_type|dev_port|dev_id|device)`,
+		net + `/(address|operstate|mtu|speed|type|carrier|ifindex|addr_assign_type|dev_port|dev_id|device|master|bonding/slaves|bonding/mode|bridge/bridge_id)`,
 		rdma + `/(fw_ver|node_guid|sys_image_guid|node_type|hca_type|board_id|device)`,
 		rdma + `/ports/[0-9]+/(state|phys_state|rate|link_layer|lid|sm_lid|cap_mask)`,
 		rdma + `/ports/[0-9]+/(gids|gid_attrs/types|gid_attrs/ndevs|counters|hw_counters)/[^/]+`,
@@ -43,7 +43,10 @@ var allowlistOracle = func() *regexp.Regexp {
 		`sys/devices/virtual/dmi/id/(sys_vendor|product_name|product_version|chassis_asset_tag|board_vendor|board_name|chassis_vendor)`,
 		`proc/(cpuinfo|meminfo|self/status|mounts|sys/kernel/hostname|sys/kernel/osrelease|net/route|driver/nvidia/version|driver/nvidia/gpus/[^/]+/information)`,
 		`sys/module/(nvidia|nvidia_peermem|nvidia_uvm|efa|mlx5_core|ib_core)/initstate`,
+		`sys/module/nvidia/version`,
 		`opt/microsoft/[^/]+/topo\.xml`,
+		`opt/amazon/(ofi-nccl|aws-ofi-nccl)/share/aws-ofi-nccl/xml/[^/]+\.xml`,
+		`usr/local/gib/scripts/set_nccl_env\.sh`,
 	}
 	return regexp.MustCompile(`^(` + strings.Join(alts, "|") + `)$`)
 }()

@@ -120,6 +120,12 @@ var rules = []rule{
 	// Discovery: the NCCL topology files Azure's HPC images install, taken
 	// as the authority for PCIe placement on Azure.
 	{scope: scopeRoot, pattern: "opt/microsoft/*/topo.xml", action: copyFile, limit: procLimit, flat: true},
+	// Discovery: the static NCCL topology files aws-ofi-nccl installs
+	// (p4d, p4de, g5), the authority for PCIe placement on those instances.
+	{scope: scopeRoot, pattern: "opt/amazon/{ofi-nccl,aws-ofi-nccl}/share/aws-ofi-nccl/xml/*.xml", action: copyFile, limit: procLimit, flat: true},
+	// Discovery (net_plugins): Google's gIB plugin marks itself with this
+	// script; env sets Google's profile where it is installed.
+	{scope: scopeRoot, pattern: "usr/local/gib/scripts/set_nccl_env.sh", action: copyFile, flat: true},
 	// Health (topo.gdr): the kernel release and whether the GPUDirect
 	// modules are loaded.
 	{scope: scopeRoot, pattern: "proc/sys/kernel/osrelease", action: copyFile, flat: true},
@@ -129,6 +135,8 @@ var rules = []rule{
 	{scope: scopeRoot, pattern: "proc/net/route", action: copyFile, limit: procLimit, flat: true},
 	// discovery, health: driver version.
 	{scope: scopeRoot, pattern: "proc/driver/nvidia/version", action: copyFile, flat: true},
+	// discovery, health: the driver version where NVML is absent.
+	{scope: scopeRoot, pattern: "sys/module/nvidia/version", action: copyFile, flat: true},
 	// discovery, health: per-GPU model, bus location, UUID.
 	{scope: scopeRoot, pattern: "proc/driver/nvidia/gpus/*/information", action: copyFile, flat: true, scrub: scrubUUIDs},
 
@@ -156,6 +164,12 @@ var rules = []rule{
 	{scope: scopeNetdev, pattern: "{operstate,mtu,speed,type,carrier,ifindex,addr_assign_type,dev_port,dev_id}", action: copyFile},
 	// discovery: the netdev's parent device (its PCI function).
 	{scope: scopeNetdev, pattern: "device", action: linkMkdir},
+	// discovery (front end through a bond, Azure's netvsc VF): the
+	// interface this one is enslaved to (a netdev under sys/class/net, so
+	// the root rule visits it), and what kind of master a netdev is.
+	{scope: scopeNetdev, pattern: "master", action: copyLink},
+	{scope: scopeNetdev, pattern: "bonding/{slaves,mode}", action: copyFile},
+	{scope: scopeNetdev, pattern: "bridge/bridge_id", action: copyFile},
 
 	// --- RDMA device. ---
 

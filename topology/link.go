@@ -11,11 +11,12 @@ import (
 // It does no I/O and is deterministic; calling it again recomputes them.
 func Link(n *Node, opts RoleOptions) {
 	tree := newTree(n.PCIDevices)
+	c := newRoleCtx(n, tree)
 	n.Paths = n.Paths[:0]
-	for _, g := range n.GPUs {
-		for _, nic := range n.NICs {
-			c, inferred := tree.class(g.BusID, nic.BusID)
-			n.Paths = append(n.Paths, Path{GPU: g.Index, NIC: nic.Name, Class: c, Inferred: inferred})
+	for gi, g := range n.GPUs {
+		for ni, nic := range n.NICs {
+			p := c.cells[gi][ni]
+			n.Paths = append(n.Paths, Path{GPU: g.Index, NIC: nic.Name, Class: p.class, Inferred: p.inferred})
 		}
 	}
 	n.GPUPaths = n.GPUPaths[:0]
@@ -25,8 +26,9 @@ func Link(n *Node, opts RoleOptions) {
 			n.GPUPaths = append(n.GPUPaths, GPUPath{A: a.Index, B: b.Index, Class: c, NVLinks: nvlinksBetween(a, b)})
 		}
 	}
-	n.Warnings = append(n.Warnings, assignRoles(n, opts)...)
-	n.Pairs = pair(n)
+	n.Warnings = append(n.Warnings, assignRoles(n, opts, c)...)
+	n.Pairs = c.pair()
+	n.Warnings = append(n.Warnings, c.downWarnings()...)
 }
 
 // PathClass returns the class between a GPU index and a NIC name from
@@ -85,6 +87,11 @@ func switchKey(d *PCIDevice) string {
 // node is unknown (numa_node -1), the local CPU lists decide and inferred
 // is set.
 func (t tree) class(a, b string) (c Class, inferred bool) {
+	return t.classWith(a, b, t.ancestors)
+}
+
+// classWith is class with the ancestors function given (a memo).
+func (t tree) classWith(a, b string, ancestors func(string) []*PCIDevice) (c Class, inferred bool) {
 	da, db := t[a], t[b]
 	if da == nil || db == nil {
 		return ClassUnknown, false
@@ -92,7 +99,7 @@ func (t tree) class(a, b string) (c Class, inferred bool) {
 	if a == b {
 		return ClassPIX, false
 	}
-	upA, upB := t.ancestors(a), t.ancestors(b)
+	upA, upB := ancestors(a), ancestors(b)
 	onA := make(map[string]int, len(upA))
 	for i, x := range upA {
 		onA[x.BusID] = i
@@ -157,141 +164,44 @@ func nvlinksBetween(a, b GPU) int {
 	return direct + min(swA, swB)
 }
 
-// RoleOptions pins NIC roles. Each entry names a NIC by RDMA device,
-// netdev or PCI bus id.
-type RoleOptions struct {
-	ComputeNICs []string // only these are compute
-	ExcludeNICs []string // never compute
-}
 
-func (nic NIC) matches(names []string) bool {
-	for _, s := range names {
-		if s == nic.Name || s == nic.RDMADevice || s == nic.BusID || slices.Contains(nic.Netdevs, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// assignRoles applies the role rule (documented in docs/topology-json.md):
-//
-//  1. --compute-nics, when given, names the compute NICs; --exclude-nics
-//     removes NICs from consideration.
-//  2. Otherwise the compute NICs are the RDMA NICs (InfiniBand, RoCE,
-//     EFA) whose best port rate is the highest among RDMA NICs (front-end
-//     and storage NICs are slower or not RDMA).
-//  3. A node without RDMA NICs (Google's gVNIC GPUDirect-TCPX(O) nodes)
-//     uses its Ethernet NICs that share a PCIe switch with a GPU (PXB or
-//     better).
-//
-// It returns warnings for flags that name no NIC.
-func assignRoles(n *Node, opts RoleOptions) (warnings []string) {
-	for _, list := range [][]string{opts.ComputeNICs, opts.ExcludeNICs} {
-		for _, s := range list {
-			if !slices.ContainsFunc(n.NICs, func(nic NIC) bool { return nic.matches([]string{s}) }) {
-				warnings = append(warnings, fmt.Sprintf("NIC %q named on the command line is not on this node", s))
-			}
-		}
-	}
-	var top float64
-	anyRDMA := false
-	for _, nic := range n.NICs {
-		if nic.Fabric.RDMA() && !nic.matches(opts.ExcludeNICs) {
-			anyRDMA = true
-			top = max(top, nic.RateGbps())
-		}
-	}
-	for i := range n.NICs {
-		nic := &n.NICs[i]
-		role, why := RoleOther, ""
-		switch {
-		case nic.matches(opts.ExcludeNICs):
-			why = "excluded by --exclude-nics"
-		case len(opts.ComputeNICs) > 0:
-			if nic.matches(opts.ComputeNICs) {
-				role, why = RoleCompute, "named by --compute-nics"
-			} else {
-				why = "not named by --compute-nics"
-			}
-		case nic.Fabric.RDMA() && nic.RateGbps() >= top:
-			role, why = RoleCompute, fmt.Sprintf("RDMA NIC in the highest rate class (%g Gb/s)", top)
-		case nic.Fabric.RDMA():
-			why = fmt.Sprintf("RDMA NIC below the highest rate class (%g < %g Gb/s)", nic.RateGbps(), top)
-		case anyRDMA:
-			why = "not an RDMA NIC"
-		case bestClass(n, nic.Name) <= ClassPXB && bestClass(n, nic.Name) != ClassUnknown:
-			role, why = RoleCompute, "no RDMA NIC on the node; Ethernet NIC sharing a PCIe switch with a GPU"
-		default:
-			why = "not an RDMA NIC and not beside a GPU"
-		}
-		nic.Role, nic.RoleReason = role, why
-	}
-	return warnings
-}
-
-// bestClass is the closest class between the named NIC and any GPU.
-func bestClass(n *Node, nic string) Class {
-	best := ClassUnknown
-	for _, p := range n.Paths {
-		if p.NIC == nic && p.Class != ClassUnknown && (best == ClassUnknown || p.Class < best) {
-			best = p.Class
-		}
-	}
-	return best
-}
-
-// pair gives each GPU the compute NICs of its best class and spreads GPUs
-// that share the same best set evenly over it, in GPU index and NIC bus
-// order.
-func pair(n *Node) []Pair {
-	compute := map[string]NIC{}
-	for _, nic := range n.NICs {
+// pair gives each GPU the compute NICs nearest to it (class, then NUMA
+// distance; only exact ties are split by bus order) and spreads GPUs that
+// share the same nearest set evenly over it, in GPU index and NIC bus
+// order: the pairing the layout was built for. A GPU whose NICs have no
+// port up then uses the healthy compute NIC(s) nearest to it instead, as
+// many as it had, the least shared first.
+func (c *roleCtx) pair() []Pair {
+	n := c.n
+	var compute []int // n.NICs indexes, bus order
+	for i, nic := range n.NICs {
 		if nic.Role == RoleCompute {
-			compute[nic.Name] = nic
+			compute = append(compute, i)
 		}
 	}
 	pairs := make([]Pair, len(n.GPUs))
 	type group struct {
-		gpus  []int // positions in n.GPUs
-		nics  []string
-		class Class
+		gpus []int // positions in n.GPUs
+		nics []string
+		r    rank
 	}
 	groups := map[string]*group{}
 	var order []string
 	for gi, g := range n.GPUs {
-		pairs[gi] = Pair{GPU: g.Index, NICs: []string{}}
+		pairs[gi] = Pair{GPU: g.Index, NICs: []string{}, DownNICs: []string{}}
 		if len(compute) == 0 {
 			pairs[gi].Note = "no compute NIC on this node (no RDMA NIC, no NIC beside a GPU)"
 			continue
 		}
-		best := ClassUnknown
-		var set []NIC
-		for _, p := range n.Paths {
-			nic, ok := compute[p.NIC]
-			if p.GPU != g.Index || !ok || p.Class == ClassUnknown {
-				continue
-			}
-			switch {
-			case best == ClassUnknown || p.Class < best:
-				best, set = p.Class, []NIC{nic}
-			case p.Class == best:
-				set = append(set, nic)
-			}
-		}
+		set, best := c.nearest(gi, compute)
 		if len(set) == 0 {
 			pairs[gi].Note = "no PCI path to any compute NIC"
 			continue
 		}
-		slices.SortFunc(set, func(a, b NIC) int {
-			return cmp.Or(strings.Compare(a.BusID, b.BusID), strings.Compare(a.Name, b.Name))
-		})
-		names := make([]string, len(set))
-		for i, nic := range set {
-			names[i] = nic.Name
-		}
-		key := best.String() + "|" + strings.Join(names, ",")
+		names := c.names(set)
+		key := fmt.Sprintf("%d|%d|%s", best.class, best.dist, strings.Join(names, ","))
 		if groups[key] == nil {
-			groups[key] = &group{nics: names, class: best}
+			groups[key] = &group{nics: names, r: best}
 			order = append(order, key)
 		}
 		groups[key].gpus = append(groups[key].gpus, gi)
@@ -301,41 +211,225 @@ func pair(n *Node) []Pair {
 		g, k := len(grp.gpus), len(grp.nics)
 		for i, gi := range grp.gpus {
 			p := &pairs[gi]
-			p.Class = grp.class
+			p.Class = grp.r.class
 			if k >= g {
 				p.NICs = slices.Clone(grp.nics[i*k/g : (i+1)*k/g])
 			} else {
 				p.NICs = []string{grp.nics[i*k/g]}
 			}
 			chose := len(p.NICs) < k // a choice among tied NICs was made
-			p.Decided = !chose || grp.class <= ClassPXB
-			p.Note = pairNote(grp.class, g, k, chose, p.Decided)
+			p.Decided = !chose || grp.r.class <= ClassPXB
+			p.Note = c.pairNote(gi, grp.r, g, k, chose, p.Decided)
 		}
 	}
+	c.avoidDown(pairs, compute)
 	return pairs
 }
 
-func pairNote(c Class, gpus, nics int, chose, decided bool) string {
-	var parts []string
-	switch c {
-	case ClassPIX:
-		parts = append(parts, "shares a PCIe switch")
-	case ClassPXB:
-		parts = append(parts, "behind a common PCIe switch tree")
-	case ClassPHB:
-		parts = append(parts, "same PCIe host bridge, no common switch")
-	case ClassNODE:
-		parts = append(parts, "same NUMA node, different host bridges")
-	case ClassSYS:
-		parts = append(parts, "no compute NIC on the GPU's NUMA node: traffic crosses sockets")
+func (c *roleCtx) names(nics []int) []string {
+	out := make([]string, len(nics))
+	for i, ni := range nics {
+		out[i] = c.n.NICs[ni].Name
 	}
+	return out
+}
+
+// nearest returns the NICs (n.NICs indexes, in that bus order) of nics
+// nearest to the GPU at position gi, and their rank.
+func (c *roleCtx) nearest(gi int, nics []int) ([]int, rank) {
+	var best rank
+	var set []int
+	for _, ni := range nics {
+		r := c.cells[gi][ni].rank
+		switch {
+		case r.class == ClassUnknown:
+		case best.class == ClassUnknown || r.less(best):
+			best, set = r, []int{ni}
+		case r == best:
+			set = append(set, ni)
+		}
+	}
+	slices.Sort(set)
+	return set, best
+}
+
+// avoidDown replaces, in each pair, the NICs that have no port up.
+func (c *roleCtx) avoidDown(pairs []Pair, compute []int) {
+	n := c.n
+	index := map[string]int{}
+	var healthy []int
+	up := make([]bool, len(n.NICs))
+	for _, ni := range compute {
+		index[n.NICs[ni].Name] = ni
+		up[ni] = n.NICs[ni].Healthy()
+		if up[ni] {
+			healthy = append(healthy, ni)
+		}
+	}
+	load := map[int]int{}
+	for _, p := range pairs {
+		for _, name := range p.NICs {
+			if ni := index[name]; up[ni] {
+				load[ni]++
+			}
+		}
+	}
+	for gi := range pairs {
+		p := &pairs[gi]
+		var keep []string
+		var downs []string
+		for _, name := range p.NICs {
+			ni := index[name]
+			if up[ni] {
+				keep = append(keep, name)
+			} else {
+				p.DownNICs = append(p.DownNICs, name)
+				downs = append(downs, fmt.Sprintf("%s (%s) is down: %s", name, p.Class, strings.Join(n.NICs[ni].DownPorts(), ", ")))
+			}
+		}
+		if len(p.DownNICs) == 0 {
+			continue
+		}
+		if len(keep) > 0 {
+			p.NICs = keep
+			p.Note = joinNote(p.Note, strings.Join(downs, "; ")+"; uses the rest")
+			continue
+		}
+		set, best := c.nearest(gi, healthy)
+		if len(set) == 0 {
+			p.NICs = []string{}
+			p.Note = joinNote(p.Note, strings.Join(downs, "; ")+"; no compute NIC with a port up is left")
+			continue
+		}
+		want := min(len(p.DownNICs), len(set))
+		slices.SortStableFunc(set, func(a, b int) int { return cmp.Compare(load[a], load[b]) })
+		chosen := slices.Clone(set[:want])
+		slices.Sort(chosen)
+		for _, ni := range chosen {
+			load[ni]++
+		}
+		p.NICs = c.names(chosen)
+		p.Class = best.class
+		p.Note = fmt.Sprintf("%s; uses %s instead (%s)", strings.Join(downs, "; "), strings.Join(p.NICs, ","), c.classWords(gi, best))
+	}
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// downWarnings name every compute NIC port that is down, and what the
+// GPUs that should use it use instead.
+func (c *roleCtx) downWarnings() []string {
+	var out []string
+	for _, nic := range c.n.NICs {
+		if nic.Role != RoleCompute {
+			continue
+		}
+		down := nic.DownPorts()
+		if len(down) == 0 {
+			continue
+		}
+		var uses []string
+		for _, p := range c.n.Pairs {
+			if slices.Contains(p.DownNICs, nic.Name) {
+				uses = append(uses, fmt.Sprintf("GPU %d uses %s", p.GPU, orWord(strings.Join(p.NICs, ","), "no NIC")))
+			}
+		}
+		what := "it is left out of NCCL_IB_HCA and UCX_NET_DEVICES"
+		if len(uses) > 0 {
+			what = strings.Join(uses, "; ")
+		}
+		if nic.Healthy() {
+			what = "its other ports carry on"
+		}
+		out = append(out, fmt.Sprintf("compute NIC %s (%s) %s: %s", nic.Name, orWord(nic.BusID, "no PCI function"), strings.Join(down, ", "), what))
+	}
+	return out
+}
+
+// classWords says what a class and distance mean between the GPU at
+// position gi and a NIC.
+func (c *roleCtx) classWords(gi int, r rank) string {
+	switch r.class {
+	case ClassPIX:
+		return "shares a PCIe switch"
+	case ClassPXB:
+		return "behind a common PCIe switch tree"
+	case ClassPHB:
+		return "same PCIe host bridge, no common switch"
+	case ClassNODE:
+		return "same NUMA node, different host bridges"
+	case ClassSYS:
+		if r.dist == unknownDist {
+			return "another NUMA node (distance unknown)"
+		}
+		if c.sameSocketAt(gi, r) {
+			return fmt.Sprintf("same socket, other SNC node (NUMA distance %d)", r.dist)
+		}
+		return fmt.Sprintf("crosses sockets (NUMA distance %d)", r.dist)
+	}
+	return r.class.String()
+}
+
+// sameSocketAt reports whether the compute NICs at rank r from the GPU at
+// position gi sit on a NUMA node of its socket.
+func (c *roleCtx) sameSocketAt(gi int, r rank) bool {
+	gs := c.socketOf(c.numaOf(c.n.GPUs[gi].BusID))
+	if gs == nil {
+		return false
+	}
+	for ni, nic := range c.n.NICs {
+		if nic.Role == RoleCompute && c.cells[gi][ni].rank == r {
+			s := c.socketOf(c.numaOf(nic.BusID))
+			return s != nil && *s == *gs
+		}
+	}
+	return false
+}
+
+func (c *roleCtx) socketOf(node *int) *int {
+	if node == nil {
+		return nil
+	}
+	for _, nn := range c.n.NUMANodes {
+		if nn.ID == *node {
+			return nn.Socket
+		}
+	}
+	return nil
+}
+
+// switchesHidden reports whether GPU g sits under no PCIe switch on a
+// virtual machine: the hypervisor hides the switches.
+func (c *roleCtx) switchesHidden(g GPU) bool {
+	if !c.n.Platform.Virtual {
+		return false
+	}
+	for _, a := range c.tree.ancestors(g.BusID) {
+		if a.Kind == KindSwitchUpstream || a.Kind == KindSwitchDownstream {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *roleCtx) pairNote(gi int, r rank, gpus, nics int, chose, decided bool) string {
+	g := c.n.GPUs[gi]
+	parts := []string{c.classWords(gi, r)}
 	if nics < gpus {
 		parts = append(parts, fmt.Sprintf("%d GPUs share %d NIC(s)", gpus, nics))
 	}
-	if !decided {
-		parts = append(parts, fmt.Sprintf("undecided: %d NICs tie at %s (PCIe switches not visible, as in VMs); chosen by bus order; a vendor topology file can decide", nics, c))
-	} else if chose {
-		parts = append(parts, fmt.Sprintf("%d NICs at %s spread over %d GPUs", nics, c, gpus))
+	switch {
+	case !decided && c.switchesHidden(g):
+		parts = append(parts, fmt.Sprintf("undecided: %d NICs tie at %s (PCIe switches not visible: virtual machine); chosen by bus order; a vendor topology file can decide", nics, r.class))
+	case !decided:
+		parts = append(parts, fmt.Sprintf("undecided: %d NICs tie at %s; chosen by bus order", nics, r.class))
+	case chose:
+		parts = append(parts, fmt.Sprintf("%d NICs at %s spread over %d GPUs", nics, r.class, gpus))
 	}
 	return strings.Join(parts, "; ")
 }

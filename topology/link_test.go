@@ -101,14 +101,15 @@ func rdmaNIC(name, bus string, rate float64, fabric Fabric) NIC {
 }
 
 func TestRolesAndPairs(t *testing.T) {
-	n := Node{PCIDevices: testTree()}
+	n := Node{PCIDevices: testTree(), NUMANodes: []NUMANode{
+		{ID: 0, Distances: []int{10, 21}, Socket: intp(0)}, {ID: 1, Distances: []int{21, 10}, Socket: intp(1)}}}
 	n.GPUs = []GPU{{Index: 0, BusID: "0000:18:00.0"}, {Index: 1, BusID: "0000:1c:00.0"}, {Index: 2, BusID: "0000:98:00.0"}}
 	n.NICs = []NIC{
 		rdmaNIC("mlx5_0", "0000:19:00.0", 400, FabricInfiniBand),
-		rdmaNIC("mlx5_1", "0000:30:00.0", 200, FabricRoCE), // storage: slower
+		rdmaNIC("mlx5_1", "0000:30:00.0", 200, FabricRoCE), // storage: under no GPU's switch
 	}
 	Link(&n, RoleOptions{})
-	if n.NICs[0].Role != RoleCompute || n.NICs[1].Role != RoleOther {
+	if n.NICs[0].Role != RoleCompute || n.NICs[1].Role != RoleStorage {
 		t.Fatalf("roles = %s, %s", n.NICs[0].Role, n.NICs[1].Role)
 	}
 	want := []Pair{
@@ -130,7 +131,7 @@ func TestRolesAndPairs(t *testing.T) {
 
 	// Pinning: only the storage NIC is compute now.
 	Link(&n, RoleOptions{ComputeNICs: []string{"0000:30:00.0"}, ExcludeNICs: []string{"nosuch"}})
-	if n.NICs[0].Role != RoleOther || n.NICs[1].Role != RoleCompute || n.Pairs[0].NICs[0] != "mlx5_1" {
+	if n.NICs[0].Role != RoleStorage || n.NICs[1].Role != RoleCompute || n.Pairs[0].NICs[0] != "mlx5_1" {
 		t.Errorf("pinned: roles %s %s, pair %+v", n.NICs[0].Role, n.NICs[1].Role, n.Pairs[0])
 	}
 	if !slices.ContainsFunc(n.Warnings, func(w string) bool { return strings.Contains(w, `"nosuch"`) }) {

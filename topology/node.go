@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
@@ -27,12 +29,22 @@ type Node struct {
 	// route (<root>/proc/net/route); "" when the root has no route table
 	// (fixtures, snapshots without one).
 	DefaultRouteInterface string `json:"default_route_interface,omitempty"`
+	// NetPlugins names the NCCL network plugins installed under the root
+	// that env has settings for: "gIB" (Google's, /usr/local/gib).
+	NetPlugins []string `json:"net_plugins"`
 	// TopoFile is the vendor NCCL topology file applied with --topo-file
 	// ("" when none); the devices it placed are in TopoFileDevices.
 	TopoFile        string   `json:"topo_file,omitempty"`
 	TopoFileDevices []string `json:"topo_file_devices,omitempty"`
 	// NVML says what the NVML source answered as a whole.
 	NVML NVMLInfo `json:"nvml"`
+	// Driver is the NVIDIA kernel driver's version, from NVML or, without
+	// NVML, from the driver's own files.
+	Driver DriverInfo `json:"driver"`
+	// Unsupported lists the accelerators on the PCI bus that gpuaffinity
+	// does not drive yet (AMD Instinct, Intel Gaudi, ...): they are not in
+	// GPUs, and every command warns about them.
+	Unsupported []Accelerator `json:"unsupported_accelerators"`
 	// Paths holds one entry per GPU×NIC pair, GPU-major.
 	Paths []Path `json:"paths"`
 	// GPUPaths holds one entry per unordered GPU pair (a < b).
@@ -61,6 +73,31 @@ type Platform struct {
 	InstanceType string `json:"instance_type,omitempty"` // product_name on AWS/GCP, shape on OCI
 	SysVendor    string `json:"sys_vendor,omitempty"`    // sys_vendor
 	ProductName  string `json:"product_name,omitempty"`  // product_name
+	// Virtual is set where the CPU says it runs under a hypervisor (the
+	// "hypervisor" flag of /proc/cpuinfo): a VM, whose PCIe switches the
+	// hypervisor may hide.
+	Virtual bool `json:"virtual,omitempty"`
+}
+
+// DriverInfo is the NVIDIA kernel driver's version and where it was read.
+type DriverInfo struct {
+	Version string `json:"version,omitempty"` // "550.54.15"
+	// Source is "nvml" (SystemGetDriverVersion), "/proc/driver/nvidia/version"
+	// or "/sys/module/nvidia/version"; "" when no source knows.
+	Source string `json:"source,omitempty"`
+}
+
+// Accelerator is a PCI function that is a GPU or accelerator of a kind
+// gpuaffinity does not support yet.
+type Accelerator struct {
+	BusID    string `json:"bus_id"`
+	Vendor   string `json:"vendor"`
+	Device   string `json:"device"`
+	Class    string `json:"class"`
+	Driver   string `json:"driver,omitempty"`
+	NUMANode *int   `json:"numa_node"`
+	// Name is the product where the PCI id is known ("AMD Instinct MI300X").
+	Name string `json:"name,omitempty"`
 }
 
 // CPUInfo describes the logical CPUs.
@@ -184,10 +221,14 @@ type GPU struct {
 	State     GPUState `json:"state"`
 	Vendor    string   `json:"vendor"`         // PCI vendor, "0x10de"
 	Device    string   `json:"device"`         // PCI device id
-	Model     string   `json:"model"`          // NVML name; "" without NVML
-	UUID      string   `json:"uuid,omitempty"` // NVML UUID
-	Minor     *int     `json:"minor"`          // NVML minor number (/dev/nvidiaN)
-	NUMANode  *int     `json:"numa_node"`      // PCI numa_node; nil when unknown
+	Model     string   `json:"model"`          // NVML name, else the driver's; "" when neither
+	UUID      string   `json:"uuid,omitempty"` // NVML UUID, else the driver's
+	Minor     *int     `json:"minor"`          // minor number (/dev/nvidiaN): NVML's, else the driver's
+	// InfoSource says where Model, UUID and Minor came from: "nvml", or
+	// "procfs" (/proc/driver/nvidia/gpus/<bus id>/information, where NVML
+	// is absent); "" when neither knew.
+	InfoSource string `json:"info_source,omitempty"`
+	NUMANode   *int   `json:"numa_node"` // PCI numa_node; nil when unknown
 	// GPUNUMAID is NVML's GetNumaNodeId: the NUMA node of the GPU's own
 	// memory where the GPU is one (Grace Hopper: `GPU NUMA ID` in
 	// nvidia-smi topo -m); nil where NVML answers NOT_SUPPORTED (x86).
@@ -271,12 +312,26 @@ const (
 // RDMA reports whether the fabric is an RDMA fabric.
 func (f Fabric) RDMA() bool { return f == FabricInfiniBand || f == FabricRoCE || f == FabricEFA }
 
-// Role says whether GPUs should use a NIC.
+// Role is what a NIC is for on the node (docs/topology-json.md, "Roles").
+// A port's health is never a role: a compute NIC with a port down is a
+// compute NIC with a failed port.
 type Role string
 
 const (
+	// RoleCompute NICs carry GPU traffic between nodes (NCCL_IB_HCA).
 	RoleCompute Role = "compute"
-	RoleOther   Role = "other"
+	// RoleStorage NICs carry data and checkpoints (storage fabric, in-band
+	// data), never collectives.
+	RoleStorage Role = "storage"
+	// RoleFrontend NICs hold the default route: SSH, the job's bootstrap
+	// sockets, management access.
+	RoleFrontend Role = "frontend"
+	// RoleManagement NICs manage a fabric (NVSwitch-side ports that serve
+	// the NVLink subnet manager); no data crosses them.
+	RoleManagement Role = "management"
+	// RoleOther is everything else (Ethernet without RDMA off the default
+	// route, NICs excluded on the command line).
+	RoleOther Role = "other"
 )
 
 // NIC is one RDMA device, or one netdev of a network PCI function where
@@ -291,10 +346,18 @@ type NIC struct {
 	Driver     string   `json:"driver"` // PCI function's driver
 	Fabric     Fabric   `json:"fabric"`
 	Role       Role     `json:"role"`
-	// RoleReason says which rule or flag chose the role.
-	RoleReason string     `json:"role_reason"`
-	NUMANode   *int       `json:"numa_node"`
-	LocalCPUs  cpuset.Set `json:"local_cpus"`
+	// Roles lists every purpose the NIC serves, Role first; a port with one
+	// purpose has Roles == [Role].
+	Roles []Role `json:"roles"`
+	// RoleReason says which signals or flag decided the role.
+	RoleReason string `json:"role_reason"`
+	// CapabilityGbps is the most one port of the NIC can carry: the
+	// adapter's maximum port rate (by PCI id), or the best ACTIVE port rate
+	// or up interface speed where higher, else what its PCIe link can
+	// carry; never the rate a down port reports. 0 when nothing tells.
+	CapabilityGbps float64    `json:"capability_gbps,omitempty"`
+	NUMANode       *int       `json:"numa_node"`
+	LocalCPUs      cpuset.Set `json:"local_cpus"`
 	// Virtual is set for a VF (physfn link present).
 	Virtual         bool        `json:"virtual,omitempty"`
 	FirmwareVersion string      `json:"firmware_version,omitempty"` // class/infiniband/<dev>/fw_ver
@@ -343,6 +406,76 @@ type Port struct {
 	GIDs        []GID   `json:"gids,omitempty"` // Ethernet link layer only
 }
 
+// Up reports whether the port passes traffic: state ACTIVE and, where a
+// physical state is reported, LinkUp.
+func (p Port) Up() bool { return p.StateID == 4 && (p.PhysStateID == 0 || p.PhysStateID == 5) }
+
+// Known reports whether the port's state was read at all.
+func (p Port) Known() bool { return p.StateID != 0 || p.State != "" }
+
+// Health says what is wrong with the port ("DOWN/Polling"); "" when Up
+// or when its state could not be read.
+func (p Port) Health() string {
+	if p.Up() || !p.Known() {
+		return ""
+	}
+	return orWord(p.State, "unknown state") + "/" + orWord(p.PhysState, "unknown physical state")
+}
+
+func orWord(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// DownPorts describes each port of the NIC that does not pass traffic
+// ("port 1 DOWN/Polling"), or, for a NIC without RDMA ports, each netdev
+// whose operstate is known and not up ("netdev eth1 down").
+func (n NIC) DownPorts() []string {
+	var out []string
+	if len(n.Ports) > 0 {
+		for _, p := range n.Ports {
+			if h := p.Health(); h != "" {
+				out = append(out, fmt.Sprintf("port %d %s", p.Port, h))
+			}
+		}
+		return out
+	}
+	for _, i := range n.Interfaces {
+		if i.OperState != "" && i.OperState != "up" {
+			out = append(out, fmt.Sprintf("netdev %s %s", i.Name, i.OperState))
+		}
+	}
+	return out
+}
+
+// Healthy reports whether the NIC can carry traffic: some RDMA port is
+// up or of unknown state, or (without RDMA ports) some netdev is up or of
+// unknown state.
+func (n NIC) Healthy() bool {
+	if len(n.Ports) > 0 {
+		for _, p := range n.Ports {
+			if p.Up() || !p.Known() {
+				return true
+			}
+		}
+		return false
+	}
+	if len(n.Interfaces) == 0 {
+		return true
+	}
+	for _, i := range n.Interfaces {
+		if i.OperState == "" || i.OperState == "up" {
+			return true
+		}
+	}
+	return false
+}
+
+// HasRole reports whether the NIC serves role r (its Role or one of Roles).
+func (n NIC) HasRole(r Role) bool { return n.Role == r || slices.Contains(n.Roles, r) }
+
 // GID is one populated GID table entry of a RoCE port.
 type GID struct {
 	Index  int    `json:"index"`
@@ -358,4 +491,11 @@ type Interface struct {
 	MTU       int    `json:"mtu,omitempty"`        // mtu
 	SpeedMbps int    `json:"speed_mbps,omitempty"` // speed; 0 when unknown
 	Address   string `json:"address,omitempty"`    // address (MAC)
+	// Master is the interface this one is enslaved to (a bond or bridge;
+	// Azure's netvsc for its accelerated-networking VF): the basename of
+	// the master link; "" when none.
+	Master string `json:"master,omitempty"`
+	// MasterKind is "bond" or "bridge" where the master's sysfs directory
+	// says so; "" otherwise (netvsc, unknown).
+	MasterKind string `json:"master_kind,omitempty"`
 }

@@ -75,6 +75,9 @@ type Pair struct {
 	NICs  []string `json:"nics"`
 	Class Class    `json:"class"`
 	Note  string   `json:"note,omitempty"`
+	// DownNICs are the compute NICs the layout gives the GPU whose ports
+	// are down; NICs then holds the healthy NICs it uses instead.
+	DownNICs []string `json:"down_nics"`
 	// Decided is false where several NICs tie at NODE or SYS class and the
 	// choice among them is by order only (VMs that hide PCIe switches).
 	Decided bool `json:"decided"`

@@ -21,7 +21,7 @@ func (c *cacheFlags) register(cmd *cobra.Command) {
 
 // node returns the node: the agent's cached one where that is the truth,
 // else a fresh discovery. The cache is used only without --demo,
-// --topo-file, --compute-nics and --exclude-nics: flags given to this
+// --topo-file, --compute-nics, --exclude-nics and --storage-nics: flags given to this
 // command are honoured by discovering with them. (An agent started with
 // --topo-file or role flags writes its node with them applied; a plain
 // command then takes that node, as the node's configured truth.) It is
@@ -33,10 +33,11 @@ func (c *cacheFlags) node(cmd *cobra.Command, g *globals, nf *nodeFlags) (topolo
 	explicit := cmd.Flags().Changed("state-dir") || os.Getenv("GPUAFFINITY_STATE_DIR") != ""
 	roles := nf.roles()
 	if c.stateDir != "" && nf.demo == "" && g.topoFile == "" && len(roles.ComputeNICs) == 0 &&
-		len(roles.ExcludeNICs) == 0 && (explicit || discover.IsLive(g.root)) {
+		len(roles.ExcludeNICs) == 0 && len(roles.StorageNICs) == 0 && (explicit || discover.IsLive(g.root)) {
 		n, err := agent.LoadCache(agent.CacheOptions{Dir: c.stateDir, Root: g.root, TrustWithoutBoot: explicit})
 		if err == nil {
 			g.log.Debug("node from the agent's state directory", "dir", c.stateDir)
+			warnUnsupported(g, n)
 			return n, nil
 		}
 		g.log.Debug("agent's topology not used; discovering", "reason", err)

@@ -26,13 +26,15 @@ func newEnvCmd(g *globals) *cobra.Command {
 		output    string
 		allRanks  bool
 		writeTopo string
+		platform  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "env",
 		Short: "Print the NCCL/UCX/libfabric environment for one local rank",
 		Long: `env prints the environment one local rank needs: the front-end interface
 for NCCL's sockets, the fabric variables of this node (InfiniBand/RoCE HCA
-list and GID index, AWS EFA, Google GPUDirect-TCPX(O)), and the rank's GPU,
+list and GID index, AWS EFA, Google GPUDirect-TCPX(O) and gIB, OCI's RoCE
+settings), and the rank's GPU,
 NICs, CPUs and NUMA node (GPUAFFINITY_*). Rules: docs/nccl-env.md.
 
 The local rank comes from --local-rank, else from LOCAL_RANK, SLURM_LOCALID,
@@ -70,7 +72,7 @@ nothing is printed on stdout. Warnings go to stderr.`,
 				}
 			}()
 
-			req := nccl.EnvRequest{TopoFile: n.TopoFile}
+			req := nccl.EnvRequest{TopoFile: n.TopoFile, Preset: os.LookupEnv, NoPlatform: !platform}
 			if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 				req.CUDAVisibleDevices = &v
 			}
@@ -150,6 +152,7 @@ nothing is printed on stdout. Warnings go to stderr.`,
 	cmd.Flags().IntVar(&localRank, "local-rank", 0, "local rank (default: from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK)")
 	cmd.Flags().StringVarP(&output, "output", "o", "sh", "output format: sh (export lines for eval), json, dotenv (systemd EnvironmentFile=, docker --env-file); with --all-ranks: table or json")
 	cmd.Flags().BoolVar(&allRanks, "all-ranks", false, "show every local rank (one per GPU, or per CUDA_VISIBLE_DEVICES entry)")
+	cmd.Flags().BoolVar(&platform, "platform-settings", true, "set the NCCL settings the platform publishes for its fabric (OCI RoCE QoS, Google gIB); one already in the environment keeps its value")
 	cmd.Flags().StringVar(&writeTopo, "write-topo", "", "write the NCCL topology XML to DIR/"+topoFileName+" and point NCCL_TOPO_FILE at it (not on EFA nodes)")
 	return cmd
 }
@@ -160,6 +163,14 @@ func envAllRanks(n topology.Node, req nccl.EnvRequest) ([]nccl.Env, error) {
 	count := len(n.GPUs)
 	if req.CUDAVisibleDevices != nil {
 		count = len(bytes.Split([]byte(*req.CUDAVisibleDevices), []byte(",")))
+	}
+	if count == 0 {
+		// No GPU: the error rank 0 gets says why, instead of an empty table.
+		r := 0
+		req.Rank = &r
+		if _, err := nccl.BuildEnv(n, req); err != nil {
+			return nil, err
+		}
 	}
 	envs := make([]nccl.Env, 0, count)
 	for r := range count {

@@ -290,7 +290,7 @@ func (p *execPlan) fromMap(n topology.Node, f *execFlags, mode binding.Mode, cpu
 	}
 	rank, k := *p.rank, f.ranksPerGPU
 	ordinal := rank / k // the rank's GPU among the visible ones
-	req := nccl.EnvRequest{Rank: &ordinal, TopoFile: n.TopoFile}
+	req := nccl.EnvRequest{Rank: &ordinal, TopoFile: n.TopoFile, Preset: os.LookupEnv}
 	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 		req.CUDAVisibleDevices = &v
 	}

@@ -32,7 +32,15 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
 			}
-			g.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			// No time stamps: a command's stderr is read at once, and the
+			// agent's goes to journald or the container log, which stamp it.
+			g.log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl,
+				ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey && len(groups) == 0 {
+						return slog.Attr{}
+					}
+					return a
+				}}))
 			if g.root == "" {
 				return fmt.Errorf("--root must not be empty")
 			}

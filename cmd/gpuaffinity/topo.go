@@ -20,12 +20,14 @@ type nodeFlags struct {
 	demoDir     string // the built demo machine, while the command runs
 	computeNICs []string
 	excludeNICs []string
+	storageNICs []string
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.demo, "demo", "", `discover an embedded example machine instead of this one ("list" names them)`)
 	cmd.Flags().StringSliceVar(&f.computeNICs, "compute-nics", nil, "NICs GPUs use (RDMA device, netdev or PCI bus id); others are not compute")
 	cmd.Flags().StringSliceVar(&f.excludeNICs, "exclude-nics", nil, "NICs GPUs never use")
+	cmd.Flags().StringSliceVar(&f.storageNICs, "storage-nics", nil, "NICs that are storage NICs, whatever the layout says")
 }
 
 // discover runs discovery on the root, or on a demo machine built into a
@@ -45,6 +47,7 @@ func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, err
 	for _, w := range n.Warnings {
 		g.log.Debug("discovery", "warning", w)
 	}
+	warnUnsupported(g, n)
 	if f.demoDir == "" {
 		f.cleanup()
 	}
@@ -75,7 +78,22 @@ func (f *nodeFlags) prepareRoot(cmd *cobra.Command, g *globals) (string, error) 
 
 // roles are the NIC role pins of --compute-nics and --exclude-nics.
 func (f *nodeFlags) roles() topology.RoleOptions {
-	return topology.RoleOptions{ComputeNICs: splitList(f.computeNICs), ExcludeNICs: splitList(f.excludeNICs)}
+	return topology.RoleOptions{ComputeNICs: splitList(f.computeNICs), ExcludeNICs: splitList(f.excludeNICs),
+		StorageNICs: splitList(f.storageNICs)}
+}
+
+// warnUnsupported tells, on every command, of accelerators on the bus
+// that gpuaffinity does not drive yet (the node's warning names them).
+func warnUnsupported(g *globals, n topology.Node) {
+	if len(n.Unsupported) == 0 {
+		return
+	}
+	for _, w := range n.Warnings {
+		if strings.Contains(w, "not supported yet") {
+			g.log.Warn(w)
+			return
+		}
+	}
 }
 
 // root is the root discovery read: the demo machine's while it lives.

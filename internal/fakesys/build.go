@@ -35,6 +35,10 @@ func Build(spec Spec, dir string) error {
 	}
 	b.dmi()
 	b.proc()
+	b.nvidiaProc()
+	if err := b.files(); err != nil {
+		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
 	if spec.NVML != nil {
 		data, err := json.MarshalIndent(b.replay(), "", "  ")
 		if err != nil {
@@ -196,8 +200,97 @@ func (b *builder) virtualNet() {
 		if name == "lo" {
 			nd = Netdev{Name: name, Type: 772, MTU: 65536, Operstate: "unknown", Address: "00:00:00:00:00:00"}
 		}
+		if b.hasSlaves(name) {
+			nd.Operstate = "up" // netvsc's synthetic NIC of Azure's VF
+		}
 		b.netdevFiles(d, nd, "")
 		b.t.link("sys/class/net/"+name, d)
+	}
+	// A bond: bonding/slaves lists the netdevs enslaved to it (the kernel's
+	// drivers/net/bonding/bond_sysfs.c), in spec order.
+	for _, name := range b.s.Bonds {
+		d := "sys/devices/virtual/net/" + name
+		var slaves []string
+		for _, fn := range b.s.Functions() {
+			for _, nd := range fn.Device.Netdevs {
+				if nd.Master == name {
+					slaves = append(slaves, nd.Name)
+				}
+			}
+		}
+		b.netdevFiles(d, Netdev{Name: name, Type: 1, MTU: 9000, Operstate: "up", Address: "02:42:00:00:00:02"}, "")
+		b.t.attr(d+"/bonding/slaves", strings.Join(slaves, " "))
+		b.t.attr(d+"/bonding/mode", "802.3ad 4")
+		b.t.link("sys/class/net/"+name, d)
+	}
+}
+
+// hasSlaves reports whether a netdev of the spec names master as its
+// master.
+func (b *builder) hasSlaves(master string) bool {
+	for _, fn := range b.s.Functions() {
+		for _, nd := range fn.Device.Netdevs {
+			if nd.Master == master {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// files copies the spec's files (testdata/files) into the root.
+func (b *builder) files() error {
+	for _, f := range b.s.Files {
+		data, err := filesFS.ReadFile("testdata/files/" + f.Source)
+		if err != nil {
+			return fmt.Errorf("files: %s: %w", f.Source, err)
+		}
+		b.t.raw(f.Path, data)
+	}
+	return nil
+}
+
+// nvidiaVersion is the nvidia module's version where the spec loads it;
+// "" otherwise.
+func (b *builder) nvidiaVersion() string {
+	s := b.s
+	if !slices.Contains(s.Kernel.Modules, "nvidia") {
+		return ""
+	}
+	if s.Kernel.NVIDIAVersion != "" {
+		return s.Kernel.NVIDIAVersion
+	}
+	if s.NVML != nil {
+		return s.NVML.DriverVersion
+	}
+	return ""
+}
+
+// nvidiaProc writes the driver's own files (open-gpu-kernel-modules
+// kernel-open/nvidia/nv-procfs.c formats): /proc/driver/nvidia/version,
+// /sys/module/nvidia/version and each GPU's information file.
+func (b *builder) nvidiaProc() {
+	v := b.nvidiaVersion()
+	if v == "" {
+		return
+	}
+	b.t.raw("proc/driver/nvidia/version", fmt.Appendf(nil,
+		"NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n", v))
+	b.t.attr("sys/module/nvidia/version", v)
+	for _, g := range b.gpus {
+		minor := g.gpu.Index
+		if g.gpu.Minor != nil {
+			minor = *g.gpu.Minor
+		}
+		var w strings.Builder
+		fmt.Fprintf(&w, "Model: \t\t %s\n", g.gpu.Name)
+		fmt.Fprintf(&w, "IRQ:   \t\t %d\n", 200+g.gpu.Index)
+		if g.gpu.UUID != "" {
+			fmt.Fprintf(&w, "GPU UUID: \t %s\n", g.gpu.UUID)
+		}
+		fmt.Fprintf(&w, "Video BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n")
+		fmt.Fprintf(&w, "Bus Location: \t %s\nDevice Minor: \t %d\nGPU Excluded:\t No\n", g.addr, minor)
+		b.t.raw("proc/driver/nvidia/gpus/"+g.addr.String()+"/information", []byte(w.String()))
 	}
 }
 
@@ -260,15 +353,19 @@ func (b *builder) cpuinfo() string {
 	s, l := b.s, b.l
 	c := s.CPU
 	var w strings.Builder
+	hv := ""
+	if c.Hypervisor {
+		hv = " hypervisor"
+	}
 	for _, n := range l.online.CPUs() {
 		if c.Arch == "aarch64" {
 			fmt.Fprintf(&w, "processor\t: %d\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs sb paca pacg dcpodp sve2 sveaes svepmull svebitperm svesha3 svesm4 flagm2 frint svei8mm svebf16 i8mm bf16 dgh bti\nCPU implementer\t: %s\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0x%03x\nCPU revision\t: 0\n\n",
 				n, cmpOr(c.Vendor, "0x41"), c.Model)
 			continue
 		}
-		fmt.Fprintf(&w, "processor\t: %d\nvendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\nmodel name\t: %s\nstepping\t: 8\nphysical id\t: %d\nsiblings\t: %d\ncore id\t\t: %d\ncpu cores\t: %d\napicid\t\t: %d\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx pdpe1gb rdtscp lm constant_tsc nonstop_tsc cpuid pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm abm avx2 avx512f\n\n",
+		fmt.Fprintf(&w, "processor\t: %d\nvendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\nmodel name\t: %s\nstepping\t: 8\nphysical id\t: %d\nsiblings\t: %d\ncore id\t\t: %d\ncpu cores\t: %d\napicid\t\t: %d\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx pdpe1gb rdtscp lm constant_tsc nonstop_tsc cpuid pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm abm avx2 avx512f%s\n\n",
 			n, cmpOr(c.Vendor, "GenuineIntel"), c.Family, c.Model, c.ModelName,
-			l.socketOf(s, n), c.CoresPerSocket*c.ThreadsPerCore, l.coreOf(s, n), c.CoresPerSocket, n)
+			l.socketOf(s, n), c.CoresPerSocket*c.ThreadsPerCore, l.coreOf(s, n), c.CoresPerSocket, n, hv)
 	}
 	return w.String()
 }

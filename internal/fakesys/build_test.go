@@ -109,9 +109,10 @@ func TestDGXFiles(t *testing.T) {
 		nic + "/infiniband/mlx5_0/ports/1/counters/port_rcv_data":   "0\n",
 		gpu + "/class":                                              "0x030200\n",
 		gpu + "/subsystem_device":                                   "0x16c1\n",
-		"sys/devices/pci0000:28/0000:28:01.0/0000:29:00.0/infiniband/mlx5_1/ports/1/gid_attrs/types/3": "RoCE v2\n",
-		"sys/devices/pci0000:28/0000:28:01.0/0000:29:00.0/infiniband/mlx5_1/ports/1/gid_attrs/ndevs/3": "enp41s0f0np0\n",
-		"sys/devices/pci0000:28/0000:28:01.0/0000:29:00.0/infiniband/mlx5_1/ports/1/gids/3":            "0000:0000:0000:0000:0000:ffff:0a64:0001\n",
+		"sys/devices/pci0000:28/0000:28:01.0/0000:29:00.1/infiniband/mlx5_2/ports/1/gid_attrs/types/3": "RoCE v2\n",
+		"sys/devices/pci0000:28/0000:28:01.0/0000:29:00.1/infiniband/mlx5_2/ports/1/gid_attrs/ndevs/3": "enp41s0f1np1\n",
+		"sys/devices/pci0000:28/0000:28:01.0/0000:29:00.1/infiniband/mlx5_2/ports/1/gids/3":            "0000:0000:0000:0000:0000:ffff:0a65:0001\n",
+		"sys/devices/pci0000:28/0000:28:01.0/0000:29:00.0/infiniband/mlx5_1/ports/1/link_layer":        "InfiniBand\n",
 		"sys/class/dmi/id/product_name": "DGXH100\n",
 		"proc/sys/kernel/hostname":      "dgx-h100-01\n",
 	}

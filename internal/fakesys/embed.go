@@ -16,6 +16,11 @@ var machineFS embed.FS
 //go:embed testdata/machines-expect/*.yaml
 var expectFS embed.FS
 
+// filesFS holds the files specs copy into roots (Spec.Files).
+//
+//go:embed testdata/files
+var filesFS embed.FS
+
 // ErrUnknownMachine is wrapped when a machine name is neither a spec nor
 // a capture.
 var ErrUnknownMachine = errors.New("unknown machine")

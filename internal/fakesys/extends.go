@@ -15,8 +15,25 @@ import (
 // (FORMAT.md, "Extending a machine"): GPUs addressed by NVML index, RDMA
 // ports by device name and port number.
 type Faults struct {
-	GPUs      []GPUFault  `yaml:"gpus"`
-	RDMAPorts []PortFault `yaml:"rdma_ports"`
+	GPUs      []GPUFault    `yaml:"gpus"`
+	RDMAPorts []PortFault   `yaml:"rdma_ports"`
+	Netdevs   []NetdevFault `yaml:"netdevs"`
+	// Absent lists PCI functions of the base that are not there: a card
+	// not fitted or fallen off the bus. Each must be a device without
+	// children.
+	Absent []string `yaml:"absent"`
+}
+
+// NetdevFault changes one netdev of the base, by name: each set field
+// replaces the base's. Rename also renames the netdev where the function's
+// RDMA ports and GIDs name it.
+type NetdevFault struct {
+	Name      string `yaml:"name"` // required: the base's netdev
+	Rename    string `yaml:"rename"`
+	Type      int    `yaml:"type"`
+	Operstate string `yaml:"operstate"`
+	Speed     *int   `yaml:"speed"`
+	MTU       int    `yaml:"mtu"`
 }
 
 // GPUFault changes one GPU of the base. A set field replaces the base's
@@ -35,11 +52,14 @@ type GPUFault struct {
 // replace the base's when set, counters and hw_counters are merged into
 // its overrides.
 type PortFault struct {
-	Device     string            `yaml:"device"` // RDMA device name, "mlx5_4"
-	Port       int               `yaml:"port"`   // port number, from 1
-	State      string            `yaml:"state"`
-	PhysState  string            `yaml:"phys_state"`
-	Rate       string            `yaml:"rate"`
+	Device    string `yaml:"device"` // RDMA device name, "mlx5_4"
+	Port      int    `yaml:"port"`   // port number, from 1
+	State     string `yaml:"state"`
+	PhysState string `yaml:"phys_state"`
+	Rate      string `yaml:"rate"`
+	LinkLayer string `yaml:"link_layer"`
+	// GIDs, when given (even empty), replace the port's GID entries.
+	GIDs       []GID             `yaml:"gids"`
 	Counters   map[string]uint64 `yaml:"counters"`
 	HwCounters map[string]uint64 `yaml:"hw_counters"`
 }
@@ -173,13 +193,111 @@ func (s *Spec) applyFaults(f Faults) error {
 		for _, f := range []struct {
 			dst *string
 			v   string
-		}{{&p.State, pf.State}, {&p.PhysState, pf.PhysState}, {&p.Rate, pf.Rate}} {
+		}{{&p.State, pf.State}, {&p.PhysState, pf.PhysState}, {&p.Rate, pf.Rate}, {&p.LinkLayer, pf.LinkLayer}} {
 			if f.v != "" {
 				*f.dst = f.v
 			}
 		}
+		if pf.GIDs != nil {
+			p.GIDs = slices.Clone(pf.GIDs)
+		}
 		p.Counters = merged(p.Counters, pf.Counters)
 		p.HwCounters = merged(p.HwCounters, pf.HwCounters)
+	}
+	if err := s.applyNetdevFaults(f.Netdevs, seen); err != nil {
+		return err
+	}
+	return s.removeAbsent(f.Absent)
+}
+
+// removeAbsent drops the functions named by faults.absent.
+func (s *Spec) removeAbsent(absent []string) error {
+	for i, bus := range absent {
+		found := false
+		var drop func(devs []Device) ([]Device, error)
+		drop = func(devs []Device) ([]Device, error) {
+			out := devs[:0:0]
+			for _, d := range devs {
+				if d.BDF == bus {
+					if len(d.Children) > 0 {
+						return nil, specErr("faults.absent[%d]: %s has children; name a device, not a bridge", i, bus)
+					}
+					if d.GPU != nil {
+						return nil, specErr("faults.absent[%d]: %s is a GPU; GPUs are lost, not absent (faults.gpus lost)", i, bus)
+					}
+					found = true
+					continue
+				}
+				kids, err := drop(d.Children)
+				if err != nil {
+					return nil, err
+				}
+				d.Children = kids
+				out = append(out, d)
+			}
+			return out, nil
+		}
+		for h := range s.PCI {
+			devs, err := drop(s.PCI[h].Devices)
+			if err != nil {
+				return err
+			}
+			s.PCI[h].Devices = devs
+		}
+		if !found {
+			return specErr("faults.absent[%d]: %s has no PCI function %s", i, s.Extends, bus)
+		}
+	}
+	return nil
+}
+
+// applyNetdevFaults changes netdevs by name.
+func (s *Spec) applyNetdevFaults(fs []NetdevFault, seen map[string]bool) error {
+	for i, nf := range fs {
+		var nd *Netdev
+		var dev *Device
+		for _, fn := range s.Functions() {
+			for j := range fn.Device.Netdevs {
+				if fn.Device.Netdevs[j].Name == nf.Name {
+					nd, dev = &fn.Device.Netdevs[j], fn.Device
+				}
+			}
+		}
+		if nd == nil {
+			return specErr("faults.netdevs[%d]: %s has no netdev %q", i, s.Extends, nf.Name)
+		}
+		if seen["net "+nf.Name] {
+			return specErr("faults.netdevs[%d]: netdev %s is addressed twice", i, nf.Name)
+		}
+		seen["net "+nf.Name] = true
+		if nf.Type != 0 {
+			nd.Type = nf.Type
+		}
+		if nf.Operstate != "" {
+			nd.Operstate = nf.Operstate
+		}
+		if nf.Speed != nil {
+			nd.Speed = nf.Speed
+		}
+		if nf.MTU != 0 {
+			nd.MTU = nf.MTU
+		}
+		if nf.Rename != "" {
+			nd.Name = nf.Rename
+			if dev.RDMA != nil {
+				for k := range dev.RDMA.Ports {
+					p := &dev.RDMA.Ports[k]
+					if p.Netdev == nf.Name {
+						p.Netdev = nf.Rename
+					}
+					for g := range p.GIDs {
+						if p.GIDs[g].Ndev == nf.Name {
+							p.GIDs[g].Ndev = nf.Rename
+						}
+					}
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -196,6 +196,8 @@ func TestExtends(t *testing.T) {
 		}
 		if r := f.Device.RDMA; r != nil && r.Name == "mlx5_4" {
 			r.Ports[0].State, r.Ports[0].PhysState, r.Ports[0].Counters, r.Ports[0].HwCounters = "", "", nil, nil
+			r.Ports[0].Rate = "400 Gb/sec (4X NDR)"
+			f.Device.Netdevs[0].Operstate = ""
 		}
 	}
 	s.Name, s.Description, s.Sources, s.Extends, s.Expect = base.Name, base.Description, base.Sources, "", base.Expect

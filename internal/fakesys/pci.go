@@ -336,6 +336,12 @@ func (b *builder) netdevFiles(dir string, nd Netdev, fnDir string) {
 	if fnDir != "" {
 		t.link(dir+"/device", fnDir)
 	}
+	if nd.Master != "" {
+		// The kernel links a slave to its master and the master's
+		// upper_<name> (net/core/dev.c netdev_upper_dev_link).
+		t.link(dir+"/master", "sys/devices/virtual/net/"+nd.Master)
+		t.link(dir+"/upper_"+nd.Master, "sys/devices/virtual/net/"+nd.Master)
+	}
 }
 
 // ibCounters are the port counters procfs (and node_exporter) read.

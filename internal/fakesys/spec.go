@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,11 @@ import (
 type Kernel struct {
 	Release string   `yaml:"release"` // "5.15.0-1042-nvidia"; "" writes no osrelease
 	Modules []string `yaml:"modules"` // loaded modules, e.g. nvidia_peermem
+	// NVIDIAVersion is the nvidia module's version (/proc/driver/nvidia/version,
+	// /sys/module/nvidia/version); default nvml.driver_version. Written, with
+	// each GPU's /proc/driver/nvidia/gpus/<bdf>/information, when modules
+	// has nvidia.
+	NVIDIAVersion string `yaml:"nvidia_version"`
 }
 
 // Spec is one machine, as FORMAT.md describes it.
@@ -33,6 +40,12 @@ type Spec struct {
 	PCI []HostBridge `yaml:"pci"`
 	// VirtualNetdevs are written under sys/devices/virtual/net.
 	VirtualNetdevs []string `yaml:"virtual_netdevs"`
+	// Bonds are bonding netdevs (sys/devices/virtual/net/<name>/bonding);
+	// their slaves are the netdevs whose master names them.
+	Bonds []string `yaml:"bonds"`
+	// Files are copied into the root: a vendor's installed files (NCCL
+	// topology files), from testdata/files.
+	Files []File `yaml:"files"`
 	// DefaultRoute is the interface holding the IPv4 default route,
 	// written to proc/net/route; "" writes no route table.
 	DefaultRoute string `yaml:"default_route"`
@@ -45,6 +58,12 @@ type Spec struct {
 	// Extends is the base machine of a spec written with `extends`
 	// (extends.go); "" for a full spec. Parse resolves it.
 	Extends string `yaml:"-"`
+}
+
+// File is one file copied into the root.
+type File struct {
+	Path   string `yaml:"path"`   // relative to the root, "opt/amazon/.../p4d-24xl-topo.xml"
+	Source string `yaml:"source"` // a file of testdata/files
 }
 
 // DMI is sys/class/dmi/id.
@@ -71,6 +90,8 @@ type CPU struct {
 	ThreadsPerCore int    `yaml:"threads_per_core"`
 	Offline        string `yaml:"offline"` // cpulist of offline CPUs
 	Allowed        string `yaml:"allowed"` // Cpus_allowed_list; default = online
+	// Hypervisor adds the "hypervisor" flag to /proc/cpuinfo (x86 VMs).
+	Hypervisor bool `yaml:"hypervisor"`
 }
 
 // NUMA describes devices/system/node.
@@ -151,6 +172,9 @@ type Netdev struct {
 	Speed     *int   `yaml:"speed"`     // Mb/s; default -1 (unknown)
 	Type      int    `yaml:"type"`      // ARPHRD: 1 Ethernet (default), 32 InfiniBand
 	Carrier   *int   `yaml:"carrier"`   // default 1 when up, else 0
+	// Master is the netdev this one is enslaved to: a bond of the spec or
+	// a virtual netdev (Azure's netvsc eth0 for its VF).
+	Master string `yaml:"master"`
 }
 
 // RDMA is one RDMA device of a function (<fn>/infiniband/<name>).
@@ -370,6 +394,16 @@ type Expect struct {
 	Pairs []ExpectPair `yaml:"pairs"`
 	// GPUGPU is the class between every GPU pair ("NV18", "SYS", ...).
 	GPUGPU string `yaml:"gpu_gpu"`
+	// Roles is the role of every NIC, by NIC name (compute, storage,
+	// frontend, management, other).
+	Roles map[string]string `yaml:"roles"`
+	// Unsupported is how many accelerators gpuaffinity finds on the bus
+	// but does not drive (AMD Instinct, ...); a machine with some and no
+	// GPU has no pairs to expect.
+	Unsupported int `yaml:"unsupported"`
+	// DownNICs are, per GPU index, the compute NICs the layout gives it
+	// whose ports are down (Pair.DownNICs); GPUs not named have none.
+	DownNICs map[int][]string `yaml:"down_nics"`
 }
 
 // ExpectPair is one GPU's expected NICs.
@@ -517,6 +551,28 @@ func (s *Spec) Validate() error {
 	for i := range len(gpuList) {
 		if _, ok := gpus[i]; !ok {
 			return specErr("gpu indexes must be 0..%d; %d is missing", len(gpuList)-1, i)
+		}
+	}
+	virtual := map[string]bool{}
+	for _, v := range append(slices.Clone(s.VirtualNetdevs), s.Bonds...) {
+		if v == "" || strings.ContainsAny(v, "/ ") || seen["net:"+v] || virtual[v] {
+			return specErr("virtual netdev or bond %q: bad or used twice", v)
+		}
+		virtual[v] = true
+	}
+	for _, fn := range s.Functions() {
+		for _, nd := range fn.Device.Netdevs {
+			if nd.Master != "" && !virtual[nd.Master] {
+				return specErr("netdev %s: master %q is not a bond or virtual netdev of the spec", nd.Name, nd.Master)
+			}
+		}
+	}
+	for _, f := range s.Files {
+		if !fs.ValidPath(f.Path) || f.Path == "." || strings.HasPrefix(f.Path, "sys/") || strings.HasPrefix(f.Path, "proc/") {
+			return specErr("files: path %q: want a relative path outside sys/ and proc/", f.Path)
+		}
+		if _, err := filesFS.ReadFile(path.Join("testdata/files", f.Source)); err != nil || strings.Contains(f.Source, "/") {
+			return specErr("files: source %q is not a file of testdata/files", f.Source)
 		}
 	}
 	return nil

@@ -122,8 +122,11 @@ func TestMachines(t *testing.T) {
 		if len(s.Sources) == 0 {
 			t.Errorf("%s cites no sources", n)
 		}
-		if len(s.Expect.Pairs) == 0 {
+		if len(s.Expect.Pairs) == 0 && s.Expect.Unsupported == 0 {
 			t.Errorf("%s has no expected pairs", n)
+		}
+		if s.Expect.Roles == nil {
+			t.Errorf("%s has no expected roles", n)
 		}
 	}
 	for _, bad := range []string{"nope", "../machines/dgx-h100", ""} {

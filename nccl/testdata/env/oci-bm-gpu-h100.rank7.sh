@@ -1,8 +1,13 @@
-# oci-bm-gpu-h100, local rank 7 (last). By hand: GPU 7 (d8:00.0) with the CX-7 at d5:00.x = mlx5_16,mlx5_17 (ocihpc H100-topology.xml); numa1 CPUs 56-111,168-223.
+# oci-bm-gpu-h100, local rank 7 (last). By hand: GPU 7 (d8:00.0) with the CX-7 at d5:00.x = mlx5_16,mlx5_17 (ocihpc H100-topology.xml); numa1 CPUs 56-111,168-223. OCI RoCE settings QPS_PER_CONNECTION=1, SPLIT_DATA_ON_QPS=0, TC=41, SL=0, TIMEOUT=22 (ocihpc templates/h100 and nccl_run_allreduce_H100.sbatch; docs/nccl-env.md).
 export CUDA_DEVICE_ORDER='PCI_BUS_ID'
 export NCCL_SOCKET_IFNAME='=eth0'
 export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1,mlx5_10:1,mlx5_12:1,mlx5_13:1,mlx5_14:1,mlx5_15:1,mlx5_16:1,mlx5_17:1'
 export NCCL_IB_GID_INDEX='3'
+export NCCL_IB_QPS_PER_CONNECTION='1'
+export NCCL_IB_SPLIT_DATA_ON_QPS='0'
+export NCCL_IB_TC='41'
+export NCCL_IB_SL='0'
+export NCCL_IB_TIMEOUT='22'
 export GPUAFFINITY_GPU='7'
 export GPUAFFINITY_NICS='mlx5_16,mlx5_17'
 export GPUAFFINITY_CPUS='56-111,168-223'
