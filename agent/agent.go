@@ -340,6 +340,9 @@ func (a *Agent) round(ctx context.Context, why string) {
 	for _, w := range n.Warnings {
 		a.log.Debug("discovery", "warning", w)
 	}
+	if w := topology.UnsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
+		a.log.Warn(w)
+	}
 
 	writeOK := true
 	js, warnings, werr := []byte(nil), []string(nil), error(nil)

@@ -125,7 +125,7 @@ func Discover(opts Options) (topology.Node, error) {
 	n.NetPlugins = netPlugins(root)
 	fillFromProcfs(root, n.GPUs, warn)
 	n.Unsupported = unsupported(devs)
-	if w := unsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
+	if w := topology.UnsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
 		n.Warnings = append(n.Warnings, w)
 	}
 

@@ -144,44 +144,6 @@ func unsupported(devs []pci.Device) []topology.Accelerator {
 	return out
 }
 
-// unsupportedWarning is the warning every command gives when the bus
-// shows accelerators gpuaffinity does not drive; "" when there are none.
-func unsupportedWarning(as []topology.Accelerator, gpus int) string {
-	if len(as) == 0 {
-		return ""
-	}
-	kinds := map[string]int{}
-	var order []string
-	for _, a := range as {
-		k := a.Name
-		if k == "" {
-			k = "class " + a.Class
-		}
-		k = fmt.Sprintf("%s (%s:%s, driver %s)", k, strings.TrimPrefix(a.Vendor, "0x"), strings.TrimPrefix(a.Device, "0x"), orNone(a.Driver))
-		if kinds[k] == 0 {
-			order = append(order, k)
-		}
-		kinds[k]++
-	}
-	var parts []string
-	for _, k := range order {
-		parts = append(parts, fmt.Sprintf("%d× %s", kinds[k], k))
-	}
-	buses := make([]string, 0, len(as))
-	for _, a := range as {
-		buses = append(buses, a.BusID)
-	}
-	return fmt.Sprintf("%d accelerator(s) on the PCI bus are not supported yet: %s at %s; they are not among the %d GPU(s) gpuaffinity reports, pairs, binds or checks (NIC roles still follow their places)",
-		len(as), strings.Join(parts, ", "), strings.Join(buses, " "), gpus)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
-}
-
 // netPluginMarks are the files whose presence says an NCCL network plugin
 // is installed: Google's gIB images install set_nccl_env.sh beside the
 // plugin in /usr/local/gib (cluster-toolkit a3-ultragpu-8g run scripts

@@ -164,7 +164,6 @@ func nvlinksBetween(a, b GPU) int {
 	return direct + min(swA, swB)
 }
 
-
 // pair gives each GPU the compute NICs nearest to it (class, then NUMA
 // distance; only exact ties are split by bus order) and spreads GPUs that
 // share the same nearest set evenly over it, in GPU index and NIC bus

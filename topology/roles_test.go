@@ -80,7 +80,7 @@ func (r *rails) nic(name, bus, device string, fabric Fabric, rate float64) *NIC 
 		}
 	}
 	r.n.NICs = append(r.n.NICs, NIC{Name: name, RDMADevice: name, BusID: bus, Vendor: "0x15b3", Device: device, Fabric: fabric, NUMANode: numa,
-		Ports: []Port{{Port: 1, State: "ACTIVE", StateID: 4, PhysState: "LinkUp", PhysStateID: 5, RateGbps: rate, LinkLayer: ll}},
+		Ports:   []Port{{Port: 1, State: "ACTIVE", StateID: 4, PhysState: "LinkUp", PhysStateID: 5, RateGbps: rate, LinkLayer: ll}},
 		Netdevs: []string{name + "-net"}, Interfaces: []Interface{{Name: name + "-net", OperState: "up"}}})
 	return &r.n.NICs[len(r.n.NICs)-1]
 }
@@ -313,7 +313,9 @@ func TestPairAllDown(t *testing.T) {
 	if len(p.NICs) != 0 || !slices.Equal(p.DownNICs, []string{"c0"}) || !strings.Contains(p.Note, "no compute NIC with a port up is left") {
 		t.Errorf("pair %+v", p)
 	}
-	if !slices.ContainsFunc(n.Warnings, func(w string) bool { return strings.Contains(w, "compute NIC c0") && strings.Contains(w, "port 1 DOWN") }) {
+	if !slices.ContainsFunc(n.Warnings, func(w string) bool {
+		return strings.Contains(w, "compute NIC c0") && strings.Contains(w, "port 1 DOWN")
+	}) {
 		t.Errorf("warnings %q", n.Warnings)
 	}
 }

@@ -56,20 +56,10 @@ func TestDownComputePort(t *testing.T) {
 				t.Errorf("env stderr %q", stderr)
 			}
 
-			root := checkRoot(t, c.machine)
-			out, code := runCheck(t, "--root", root, "--interval", "0", "-o", "json")
-			var rep health.Report
-			if err := json.Unmarshal([]byte(out), &rep); err != nil {
-				t.Fatal(err)
-			}
-			var port *health.Result
-			for i := range rep.Results {
-				if rep.Results[i].ID == "nic.port_state" {
-					port = &rep.Results[i]
-				}
-			}
+			rep, code := checkReport(t, "--root", checkRoot(t, c.machine))
+			port := rep["nic.port_state"]
 			wantReason := "NIC " + c.nic + " (" + c.bus + ") port 1 is " + c.state + ", want ACTIVE/LinkUp (the NIC of GPU " + c.rank + "; meanwhile GPU " + c.rank + " uses " + c.uses + ")"
-			if code != 1 || port == nil || port.Verdict != health.Fail || port.Reason != wantReason {
+			if code != 1 || port.Verdict != health.Fail || port.Reason != wantReason {
 				t.Errorf("exit %d, nic.port_state %+v, want fail %q", code, port, wantReason)
 			}
 
@@ -100,18 +90,13 @@ func TestUnsupportedAccelerators(t *testing.T) {
 			t.Errorf("%s: err %v, stdout %q", strings.Join(args, " "), err, out)
 		}
 	}
-	out, code := runCheck(t, "--demo", "amd-mi300x", "--interval", "0", "-o", "json")
-	var rep health.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
+	rep, code := checkReport(t, "--demo", "amd-mi300x")
+	if r := rep["gpu.count"]; code != 1 || r.Verdict != health.Fail ||
+		!strings.HasPrefix(r.Reason, "0 supported GPUs: 8 accelerators on the PCI bus are not supported yet (AMD Instinct MI300X, 1002:74a1") {
+		t.Errorf("exit %d, gpu.count %+v", code, r)
 	}
-	if code != 1 || !strings.HasPrefix(rep.Summary(), "gpu.count: 0 supported GPUs: 8 accelerators on the PCI bus are not supported yet (AMD Instinct MI300X, 1002:74a1") {
-		t.Errorf("exit %d, summary %q", code, rep.Summary())
-	}
-	for _, r := range rep.Results {
-		if r.ID == "topo.aligned" && r.Verdict == health.Pass {
-			t.Errorf("topo.aligned passes with no GPU: %q", r.Reason)
-		}
+	if r := rep["topo.aligned"]; r.Verdict != health.Skip {
+		t.Errorf("topo.aligned with no GPU: %+v", r)
 	}
 }
 
@@ -123,15 +108,9 @@ func TestGDRWithoutNVML(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.RemoveAll(filepath.Join(root, "sys/module/nvidia_peermem"))
-	out, _ := runCheck(t, "--root", root, "--interval", "0", "-o", "json")
-	var rep health.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rep.Results {
-		if r.ID == "topo.gdr" && (r.Verdict != health.Pass || r.Reason != "dma-buf: driver 550.54.15 (/proc/driver/nvidia/version), kernel 5.15 (nvidia_peermem not loaded)") {
-			t.Errorf("topo.gdr %+v", r)
-		}
+	rep, _ := checkReport(t, "--root", root)
+	if r := rep["topo.gdr"]; r.Verdict != health.Pass || r.Reason != "dma-buf: driver 550.54.15 (/proc/driver/nvidia/version), kernel 5.15 (nvidia_peermem not loaded)" {
+		t.Errorf("topo.gdr %+v", r)
 	}
 }
 
@@ -142,16 +121,27 @@ func TestP6B200ManagementNICs(t *testing.T) {
 	if strings.Contains(env, "ibp11") || strings.Contains(env, "NCCL_IB_HCA") || strings.Contains(env, "UCX_NET_DEVICES") {
 		t.Errorf("env names the ConnectX-7:\n%s", env)
 	}
-	root := checkRoot(t, "aws-p6-b200")
-	out, _ := runCheck(t, "--root", root, "--interval", "0", "-o", "json")
-	var rep health.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"nic.firmware": "8 compute NICs on firmware 28.39.1002", "nic.count": "8 compute NICs", "topo.aligned": "8 GPUs with a compute NIC at PXB or better"}
-	for _, r := range rep.Results {
-		if w, ok := want[r.ID]; ok && (r.Verdict != health.Pass || r.Reason != w) {
-			t.Errorf("%s: %s %q, want pass %q", r.ID, r.Verdict, r.Reason, w)
+	rep, _ := checkReport(t, "--root", checkRoot(t, "aws-p6-b200"))
+	for id, w := range map[string]string{"nic.firmware": "8 compute NICs on firmware 28.39.1002", "nic.count": "8 compute NICs",
+		"topo.aligned": "8 GPUs with a compute NIC at PXB or better"} {
+		if r := rep[id]; r.Verdict != health.Pass || r.Reason != w {
+			t.Errorf("%s: %s %q, want pass %q", id, r.Verdict, r.Reason, w)
 		}
 	}
+}
+
+// checkReport runs check -o json --interval 0 with args and returns its
+// results by check id, and the exit code.
+func checkReport(t *testing.T, args ...string) (map[string]health.Result, int) {
+	t.Helper()
+	out, code := runCheck(t, append(args, "--interval", "0", "-o", "json")...)
+	var rep health.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("check %v: %v\n%s", args, err, out)
+	}
+	byID := map[string]health.Result{}
+	for _, r := range rep.Results {
+		byID[r.ID] = r
+	}
+	return byID, code
 }

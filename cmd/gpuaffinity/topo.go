@@ -85,14 +85,8 @@ func (f *nodeFlags) roles() topology.RoleOptions {
 // warnUnsupported tells, on every command, of accelerators on the bus
 // that gpuaffinity does not drive yet (the node's warning names them).
 func warnUnsupported(g *globals, n topology.Node) {
-	if len(n.Unsupported) == 0 {
-		return
-	}
-	for _, w := range n.Warnings {
-		if strings.Contains(w, "not supported yet") {
-			g.log.Warn(w)
-			return
-		}
+	if w := topology.UnsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
+		g.log.Warn(w)
 	}
 }
 
