@@ -11,15 +11,13 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
-// refFile returns a published topology file from ../shared/research.
+// refFile returns a published topology file (copies of the shared
+// research/nccl-topo-refs in ncclxml/testdata).
 func refFile(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join("..", "..", "shared", "research", "nccl-topo-refs", name)
+	p := filepath.Join("..", "ncclxml", "testdata", "nccl-topo-refs", name)
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s missing in CI: %v", p, err)
-		}
-		t.Skipf("shared research files not beside the checkout: %v", err)
+		t.Fatal(err)
 	}
 	return p
 }

@@ -12,8 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// shared is the project's shared folder, next to the module root.
-const shared = "../../shared"
+// refs holds the vendors' published NCCL topology files (copies of the
+// project's shared research/nccl-topo-refs), and h200Dump NCCL 2.28.9's
+// own dump of the H200 capture (shared fixtures/h200-vm/nccl-topo-dump.xml).
+const (
+	refs     = "testdata/nccl-topo-refs"
+	h200Dump = "../nccl/testdata/xml/h200-vm.nccl-dump.xml"
+)
 
 var ignoreLine = cmpopts.IgnoreFields(Element{}, "Line")
 
@@ -150,7 +155,8 @@ func manyPCI(n int) string {
 func hex2(i int) string { return string("0123456789abcdef"[i/16]) + string("0123456789abcdef"[i%16]) }
 
 // TestLoaderFiles holds Parse and Check to what NCCL 2.28.9 did with the
-// files of ../shared/fixtures/h200-vm/nccl-loader (see its README).
+// files of testdata/nccl-loader, copies of the project's shared
+// fixtures/h200-vm/nccl-loader (its README tells what NCCL did with each).
 func TestLoaderFiles(t *testing.T) {
 	tests := []struct {
 		file       string
@@ -184,32 +190,10 @@ func TestLoaderFiles(t *testing.T) {
 	}
 }
 
-// TestLoaderFilesMatchShared keeps the copies in testdata identical to
-// the capture in ../shared, where that folder is present.
-func TestLoaderFilesMatchShared(t *testing.T) {
-	dir := filepath.Join(shared, "fixtures/h200-vm/nccl-loader")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("%s not present: %v", dir, err)
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.xml"))
-	if len(files) == 0 {
-		t.Fatalf("no xml files in %s", dir)
-	}
-	for _, f := range files {
-		want := readFile(t, f)
-		got := readFile(t, filepath.Join("testdata/nccl-loader", filepath.Base(f)))
-		if !bytes.Equal(got, want) {
-			t.Errorf("testdata/nccl-loader/%s differs from %s", filepath.Base(f), f)
-		}
-	}
-}
-
 // TestDumpsRoundTrip: NCCL's own dumps come back byte for byte.
 func TestDumpsRoundTrip(t *testing.T) {
 	files, _ := filepath.Glob("testdata/nccl-loader/*.dump.xml")
-	if dump := filepath.Join(shared, "fixtures/h200-vm/nccl-topo-dump.xml"); fileExists(dump) {
-		files = append(files, dump)
-	}
+	files = append(files, h200Dump)
 	if len(files) < 3 {
 		t.Fatalf("found only %v", files)
 	}
@@ -230,13 +214,13 @@ func TestDumpsRoundTrip(t *testing.T) {
 }
 
 // TestPublishedFiles: every published vendor topology file saved in
-// ../shared/research/nccl-topo-refs parses (AWS's have comments,
+// testdata/nccl-topo-refs parses (AWS's have comments,
 // 8-space indents and link_speed strings like "32 GT/s PCIe/s"), and
 // survives a write and a second parse unchanged.
 func TestPublishedFiles(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(shared, "research/nccl-topo-refs/*topo*.xml"))
-	if len(files) == 0 {
-		t.Skip("../shared/research/nccl-topo-refs not present")
+	files, _ := filepath.Glob(filepath.Join(refs, "*topo*.xml"))
+	if len(files) < 9 {
+		t.Fatalf("only %d published files in %s", len(files), refs)
 	}
 	// The Azure files and AWS's p4d/p4de files are complete; the
 	// other AWS files leave class, link and cpu attributes to NCCL.
@@ -295,7 +279,7 @@ func TestWriteRefuses(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/nccl-loader/*.xml")
-	more, _ := filepath.Glob(filepath.Join(shared, "research/nccl-topo-refs/*.xml"))
+	more, _ := filepath.Glob(filepath.Join(refs, "*.xml"))
 	for _, p := range append(files, more...) {
 		if data, err := os.ReadFile(p); err == nil {
 			f.Add(data)
@@ -334,9 +318,4 @@ func readFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return data
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

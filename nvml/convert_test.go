@@ -10,7 +10,7 @@ import (
 )
 
 // probePath is the real capture of go-nvml's answers on an H200 VM.
-var probePath = filepath.Join("..", "..", "shared", "fixtures", "h200-vm", "nvml-probe.json")
+var probePath = filepath.Join("..", "internal", "fakesys", "testdata", "h200-vm", "nvml-probe.json")
 
 // h200VMWant is written from the capture's host report and nvidia-smi: one
 // H200 passed through to a 16-vCPU VM, driver 580.159.04, CUDA 13.0, no
@@ -64,9 +64,6 @@ func h200VMWant() ReplayFile {
 
 func TestConvertProbeH200(t *testing.T) {
 	fh, err := os.Open(probePath)
-	if os.IsNotExist(err) {
-		t.Skipf("the H200 capture is not here (%s); it lives in the project's shared folder", probePath)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}

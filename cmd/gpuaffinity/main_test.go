@@ -137,13 +137,9 @@ func TestBadFlags(t *testing.T) {
 // On Azure, the topology file the HPC image installs decides the pairs,
 // env points NCCL_TOPO_FILE at it, and a snapshot carries it.
 func TestAzureInstalledTopoFile(t *testing.T) {
-	ref := filepath.Join("..", "..", "..", "shared", "research", "nccl-topo-refs", "azure-ndv5-topo.xml")
-	data, err := os.ReadFile(ref)
+	data, err := os.ReadFile(filepath.Join("..", "..", "ncclxml", "testdata", "nccl-topo-refs", "azure-ndv5-topo.xml"))
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skipf("shared research files not beside the checkout: %v", err)
+		t.Fatal(err)
 	}
 	root := fakesys.Root(t, "azure-nd-h100-v5")
 	os.MkdirAll(filepath.Join(root, "opt/microsoft/ndv5"), 0o755)
