@@ -3,6 +3,7 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -493,7 +494,7 @@ func (c *roleCtx) computeByLayout(set func(int, Role, string, ...Role), decided 
 		if cv.kind.fabric != primary.kind.fabric || len(close) == 0 || len(taken) == 0 {
 			continue
 		}
-		if !slices.ContainsFunc(mapsKeys(close), func(b string) bool { return taken[b] }) {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(close)), func(b string) bool { return taken[b] }) {
 			members = append(members, cv.nics...)
 			joined = append(joined, cv.kind)
 			for b := range close {
@@ -504,10 +505,11 @@ func (c *roleCtx) computeByLayout(set func(int, Role, string, ...Role), decided 
 	all := c.cover(primary.kind, members)
 	anchors := len(c.anchors)
 	for _, i := range members {
-		nearest := ""
+		// The first anchor this NIC is a nearest NIC of.
+		nearest, class := "", ClassUnknown
 		for _, a := range c.anchors {
 			if b, ok := all.best[a.busID]; ok && c.rank(a, i) == b {
-				nearest = a.name
+				nearest, class = a.name, b.class
 				break
 			}
 		}
@@ -523,10 +525,10 @@ func (c *roleCtx) computeByLayout(set func(int, Role, string, ...Role), decided 
 			set(i, RoleStorage, fmt.Sprintf("same kind as the compute NICs (%s) but no GPU's nearest NIC", c.kinds[i]))
 		case primary.counts[0] > 0:
 			why := fmt.Sprintf("GPU-side NIC: nearest NIC of %s (%s); %s gives %d of %d %s a NIC behind their PCIe switch",
-				nearest, c.rank(c.anchorByName(nearest), i).class, kindNote, primary.counts[0], anchors, gpus)
+				nearest, class, kindNote, primary.counts[0], anchors, gpus)
 			if slices.Contains(joined, c.kinds[i]) {
 				why = fmt.Sprintf("GPU-side NIC: nearest NIC of %s (%s); %s gives a NIC to GPUs the %s NICs leave without one",
-					nearest, c.rank(c.anchorByName(nearest), i).class, kindNote, primary.kind)
+					nearest, class, kindNote, primary.kind)
 			}
 			set(i, RoleCompute, why)
 		default:
@@ -535,26 +537,9 @@ func (c *roleCtx) computeByLayout(set func(int, Role, string, ...Role), decided 
 				hidden = " (a virtual machine: its PCIe switches are not visible)"
 			}
 			set(i, RoleCompute, fmt.Sprintf("nearest NIC of %s (%s); no NIC shares a PCIe switch with a GPU%s, so the kind serving the most %s closest decides: %s serves %d of %d on their host bridge, %d on their NUMA node, %s capable",
-				nearest, c.rank(c.anchorByName(nearest), i).class, hidden, gpus, kindNote, primary.counts[1], anchors, primary.counts[2], fmtGbps(c.kindCapability(primary))))
+				nearest, class, hidden, gpus, kindNote, primary.counts[1], anchors, primary.counts[2], fmtGbps(c.kindCapability(primary))))
 		}
 	}
-}
-
-func mapsKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-func (c *roleCtx) anchorByName(name string) anchor {
-	for _, a := range c.anchors {
-		if a.name == name {
-			return a
-		}
-	}
-	return anchor{}
 }
 
 // computeTCPX: a node without RDMA NICs uses its Ethernet NICs that share
