@@ -152,13 +152,7 @@ func checkRate(_ context.Context, in *Input) Result {
 // nic.port_state reports it, and its rate counts as 0.
 func nicRate(c topology.NIC) float64 {
 	if len(c.Ports) > 0 {
-		var r float64
-		for _, p := range c.Ports {
-			if p.Up() {
-				r = max(r, p.RateGbps)
-			}
-		}
-		return r
+		return c.UpRateGbps()
 	}
 	return c.RateGbps()
 }

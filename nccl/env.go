@@ -23,8 +23,8 @@ type EnvRequest struct {
 	// the XML gpuaffinity wrote; "" for none.
 	TopoFile string
 	// Preset reports the caller's environment. A platform setting
-	// (PlatformSettings) the caller has already set is left out, so its
-	// value stands. Nil means nothing is set.
+	// (docs/nccl-env.md, "Platform settings") the caller has already set
+	// is left out, so its value stands. Nil means nothing is set.
 	Preset func(name string) (string, bool)
 	// NoPlatform leaves every platform setting out.
 	NoPlatform bool
@@ -215,8 +215,9 @@ func (b *envBuilder) frontEnds(front string) []string {
 	return out
 }
 
-// PlatformSetting is one variable a platform publishes for its fabric.
-type PlatformSetting struct {
+// platformSetting is one variable a platform publishes for its fabric,
+// with where it publishes it.
+type platformSetting struct {
 	Var
 	Source string // where the platform publishes it
 }
@@ -225,7 +226,7 @@ type PlatformSetting struct {
 // shapes' RDMA cluster network (oracle-quickstart/oci-hpc
 // playbooks/roles/nccl-conf/templates/{h100,h200,b200}, the
 // samples/gpu/nccl_run_allreduce*.sbatch jobs).
-var ociSettings = []PlatformSetting{
+var ociSettings = []platformSetting{
 	{Var{"NCCL_IB_QPS_PER_CONNECTION", "1"}, ociSource},
 	{Var{"NCCL_IB_SPLIT_DATA_ON_QPS", "0"}, ociSource},
 	{Var{"NCCL_IB_TC", "41"}, ociSource},
@@ -240,7 +241,7 @@ const ociSource = "oracle-quickstart/oci-hpc@b5285a6 playbooks/roles/nccl-conf/t
 // NeMo Dockerfile repeats them (GoogleCloudPlatform/cluster-toolkit
 // examples/machine-learning/a3-ultragpu-8g); NCCL_NET=gIB from its
 // run-nccl-tests.sh.
-var gibSettings = []PlatformSetting{
+var gibSettings = []platformSetting{
 	{Var{"NCCL_NET", "gIB"}, gibSource},
 	{Var{"NCCL_CROSS_NIC", "0"}, gibSource},
 	{Var{"NCCL_NET_GDR_LEVEL", "PIX"}, gibSource},
@@ -265,7 +266,7 @@ var gibTuners = map[string]string{
 // one the caller has set already is left out.
 func (b *envBuilder) platform(req EnvRequest, roce []topology.NIC, gib bool) {
 	n := b.n
-	var settings []PlatformSetting
+	var settings []platformSetting
 	switch {
 	case n.Platform.Cloud == topology.CloudOCI && len(roce) > 0:
 		settings = ociSettings
@@ -274,7 +275,7 @@ func (b *envBuilder) platform(req EnvRequest, roce []topology.NIC, gib bool) {
 	case gib:
 		settings = slices.Clone(gibSettings)
 		if t := gibTuner(n); t != "" {
-			settings = append(settings, PlatformSetting{Var{"NCCL_TUNER_CONFIG_PATH", t}, gibSource})
+			settings = append(settings, platformSetting{Var{"NCCL_TUNER_CONFIG_PATH", t}, gibSource})
 		} else {
 			b.warn("gIB: no tuner configuration known for these GPUs (a3-ultragpu H200, a4 B200): NCCL_TUNER_CONFIG_PATH not set")
 		}

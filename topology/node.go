@@ -473,6 +473,18 @@ func (n NIC) Healthy() bool {
 	return false
 }
 
+// UpRateGbps is the rate of the NIC's best RDMA port that is up; 0 when
+// none is (a down port's rate file says nothing of the link).
+func (n NIC) UpRateGbps() float64 {
+	var r float64
+	for _, p := range n.Ports {
+		if p.Up() {
+			r = max(r, p.RateGbps)
+		}
+	}
+	return r
+}
+
 // HasRole reports whether the NIC serves role r (its Role or one of Roles).
 func (n NIC) HasRole(r Role) bool { return n.Role == r || slices.Contains(n.Roles, r) }
 

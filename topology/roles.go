@@ -233,11 +233,7 @@ var standardRates = []float64{800, 400, 200, 100, 50, 40, 25, 10, 1}
 // SDR on InfiniBand, 40 Gb/s QDR on RoCE) never counts.
 func capability(nic NIC, pcie float64) float64 {
 	c := adapterMaxGbps[nic.Vendor+":"+nic.Device]
-	for _, p := range nic.Ports {
-		if p.Up() {
-			c = max(c, p.RateGbps)
-		}
-	}
+	c = max(c, nic.UpRateGbps())
 	for _, i := range nic.Interfaces {
 		if i.SpeedMbps > 0 && i.OperState == "up" {
 			c = max(c, float64(i.SpeedMbps)/1000)
@@ -252,17 +248,6 @@ func capability(nic NIC, pcie float64) float64 {
 		}
 	}
 	return 0
-}
-
-// upRate is the rate of the NIC's best up port; 0 when no port is up.
-func upRate(nic NIC) float64 {
-	var r float64
-	for _, p := range nic.Ports {
-		if p.Up() {
-			r = max(r, p.RateGbps)
-		}
-	}
-	return r
 }
 
 // fabricPreference orders fabrics where the layout cannot tell: the
@@ -444,7 +429,7 @@ func (c *roleCtx) management(i int) (why, warning string) {
 	if !nic.Fabric.RDMA() || d == nil || c.pcie[i] == 0 {
 		return "", ""
 	}
-	rate, what := upRate(nic), "ACTIVE port's"
+	rate, what := nic.UpRateGbps(), "ACTIVE port's"
 	if rate == 0 {
 		rate, what = nic.CapabilityGbps, "port's capability of"
 	}
