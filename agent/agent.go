@@ -365,7 +365,9 @@ func (a *Agent) round(ctx context.Context, why string) {
 	}
 
 	rep, gerr := health.Run(ctx, n, health.Options{Root: a.opts.Root, Profile: a.opts.Profile,
-		Expect: a.opts.Expect, Interval: 0})
+		Expect: a.opts.Expect, Interval: 0,
+		// Check-time counter reads share the scrape's reader (one EINVAL memory).
+		Reader: health.NewReader(a.opts.Root, "", a.exp.CounterReader())})
 	var repp *health.Report
 	gateErr := ""
 	if gerr != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gpuaffinity/gpuaffinity/health"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -29,7 +29,7 @@ import (
 // InfiniBand NICs (one per GPU, behind the GPU's PCIe switch) plus
 // storage and front-end NICs; its health gate passes.
 func TestAgentServesAndWritesState(t *testing.T) {
-	root := fakesys.Root(t, "dgx-h100")
+	root := fakesystest.Root(t, "dgx-h100")
 	dir := filepath.Join(t.TempDir(), "state")
 	nfd := filepath.Join(t.TempDir(), "gpuaffinity.features")
 	sock := newNotifySocket(t)
@@ -145,7 +145,7 @@ func TestReadyBeforeDiscovery(t *testing.T) {
 // good one replaces it. A rescan re-reads nvml.json: a link taken down
 // between rescans fails the gate.
 func TestRescanFailureAndReplayChange(t *testing.T) {
-	root := fakesys.Root(t, "dgx-h100")
+	root := fakesystest.Root(t, "dgx-h100")
 	r := startAgent(t, Options{Root: root, StateDir: t.TempDir()})
 	first := r.a.State()
 
@@ -192,7 +192,7 @@ func TestRescanFailureAndReplayChange(t *testing.T) {
 // call. A root without nvml.json is the same.
 func TestNVMLMissing(t *testing.T) {
 	lib := &mock.Interface{InitFunc: func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }}
-	r := startAgent(t, Options{Root: fakesys.Root(t, "dgx-h100"), NVML: lib})
+	r := startAgent(t, Options{Root: fakesystest.Root(t, "dgx-h100"), NVML: lib})
 	st := r.a.State()
 	if st.Node == nil || st.Node.NVML.Source != "none" || !strings.Contains(st.Node.NVML.Error, "ERROR_LIBRARY_NOT_FOUND") || len(st.Node.GPUs) != 8 {
 		t.Fatalf("node without NVML: %+v", st.Node)
@@ -209,8 +209,10 @@ func TestNVMLMissing(t *testing.T) {
 	if n := len(lib.InitCalls()); n < 2 {
 		t.Errorf("Init called %d times over two rounds; want a retry per round", n)
 	}
+	// GPUs on the bus that NVML cannot see are not healthy.
+	assertNVMLGateFails(t, r, "ERROR_LIBRARY_NOT_FOUND")
 
-	root := fakesys.Root(t, "dgx-h100")
+	root := fakesystest.Root(t, "dgx-h100")
 	if err := os.Remove(filepath.Join(root, nvml.ReplayFileName)); err != nil {
 		t.Fatal(err)
 	}
@@ -220,13 +222,43 @@ func TestNVMLMissing(t *testing.T) {
 	}
 }
 
+// assertNVMLGateFails checks that the agent's gate reports NVML's failure
+// on /readyz and in its health metrics.
+func assertNVMLGateFails(t *testing.T, r *running, nvmlErr string) {
+	t.Helper()
+	code, body := r.get(t, "/readyz")
+	if code != 503 || !strings.HasPrefix(body, "unhealthy: gpu.visible: NVML failed") || !strings.Contains(body, nvmlErr) {
+		t.Errorf("/readyz with NVML failing (%s) = %d %q", nvmlErr, code, body)
+	}
+	_, metrics := r.get(t, "/metrics")
+	for _, want := range []string{"\ngpuaffinity_health_healthy 0\n", "\ngpuaffinity_health_check_failed{check=\"gpu.visible\"} 1\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("NVML failing (%s): /metrics lacks %q", nvmlErr, strings.TrimSpace(want))
+		}
+	}
+}
+
+// Every way nvmlInit fails on a node with GPUs fails the agent's gate.
+func TestNVMLInitFailureGate(t *testing.T) {
+	root := fakesystest.Root(t, "dgx-h100")
+	for _, ret := range []gonvml.Return{gonvml.ERROR_LIB_RM_VERSION_MISMATCH, gonvml.ERROR_DRIVER_NOT_LOADED,
+		gonvml.ERROR_NO_PERMISSION, gonvml.ERROR_UNKNOWN} {
+		lib := &mock.Interface{InitFunc: func() gonvml.Return { return ret }}
+		r := startAgent(t, Options{Root: root, NVML: lib})
+		if st := r.a.State(); st.Node == nil || !st.Node.NVML.Failed {
+			t.Fatalf("%v: node %+v", ret, st.Node)
+		}
+		assertNVMLGateFails(t, r, gonvml.ErrorString(ret))
+	}
+}
+
 // The health gate follows --profile and --expect; ExpectedNVLinks comes
 // from --expect.
 func TestExpect(t *testing.T) {
 	e := &health.Expect{}
 	e.GPUs.Count = 16
 	e.GPUs.NVLinksPerGPU = 18
-	r := startAgent(t, Options{Root: fakesys.Root(t, "dgx-h100"), Expect: e, Profile: health.Inference})
+	r := startAgent(t, Options{Root: fakesystest.Root(t, "dgx-h100"), Expect: e, Profile: health.Inference})
 	st := r.a.State()
 	if st.ExpectedNVLinks[7] != 18 || len(st.ExpectedNVLinks) != 8 {
 		t.Errorf("ExpectedNVLinks = %v", st.ExpectedNVLinks)
@@ -243,7 +275,7 @@ func TestExpect(t *testing.T) {
 // 50 scrapes of every endpoint at once, with rescans under way (run with
 // -race).
 func TestConcurrentScrapes(t *testing.T) {
-	r := startAgent(t, Options{Root: fakesys.Root(t, "dgx-h100"), StateDir: t.TempDir()})
+	r := startAgent(t, Options{Root: fakesystest.Root(t, "dgx-h100"), StateDir: t.TempDir()})
 	var wg sync.WaitGroup
 	errs := make(chan string, 250)
 	for i := range 50 {
@@ -302,7 +334,7 @@ func TestWatchdog(t *testing.T) {
 	sock := newNotifySocket(t)
 	t.Setenv("WATCHDOG_USEC", "200000")
 	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
-	startAgent(t, Options{Root: fakesys.Root(t, "dgx-h100")})
+	startAgent(t, Options{Root: fakesystest.Root(t, "dgx-h100")})
 	sock.expect(t, "READY=1")
 	start := time.Now()
 	sock.expect(t, "WATCHDOG=1")
@@ -347,7 +379,7 @@ func grepLines(text string, prefixes ...string) string {
 // The XID watch counts the fixture's recorded XIDs (GPU 1: 48, 94, 94)
 // once: rescans re-open nvml.json but keep the one watch.
 func TestXIDWatch(t *testing.T) {
-	root := fakesys.Root(t, "dgx-h100-faults")
+	root := fakesystest.Root(t, "dgx-h100-faults")
 	before := runtime.NumGoroutine()
 	r := startAgent(t, Options{Root: root})
 	want := []string{
@@ -391,7 +423,7 @@ func TestXIDWatch(t *testing.T) {
 // The agent's NVML references are all given back at exit: Init and
 // Shutdown balance (discovery's, the agent's own, the XID watch's).
 func TestNVMLShutdownAtExit(t *testing.T) {
-	root := fakesys.Root(t, "dgx-h100-faults")
+	root := fakesystest.Root(t, "dgx-h100-faults")
 	lib, err := nvml.LoadReplay(filepath.Join(root, nvml.ReplayFileName))
 	if err != nil {
 		t.Fatal(err)

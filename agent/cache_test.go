@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -25,7 +25,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestLoadCache(t *testing.T) {
-	root := fakesys.Root(t, "dgx-h100")
+	root := fakesystest.Root(t, "dgx-h100")
 	n, err := discover.Discover(discover.Options{Root: root})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -31,7 +31,7 @@ import (
 // complete document, and at most one temporary file is left (the writer
 // removes its predecessor's at start, as the agent does).
 func TestStateFilesSurviveKill(t *testing.T) {
-	n, err := discover.Discover(discover.Options{Root: fakesys.Root(t, "dgx-h100")})
+	n, err := discover.Discover(discover.Options{Root: fakesystest.Root(t, "dgx-h100")})
 	if err != nil {
 		t.Fatal(err)
 	}

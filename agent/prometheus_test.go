@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 )
 
 // A real Prometheus scrapes the agent on the dgx-h100-faults fixture
@@ -23,12 +24,12 @@ import (
 func TestPrometheusScrapesAgent(t *testing.T) {
 	prom, err := exec.LookPath("prometheus")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
+		if testenv.InCI() {
 			t.Fatal("prometheus missing under CI (Debian package prometheus; make test installs it)")
 		}
 		t.Skip("prometheus not installed (Debian package prometheus)")
 	}
-	r := startAgent(t, Options{Root: fakesys.Root(t, "dgx-h100-faults")})
+	r := startAgent(t, Options{Root: fakesystest.Root(t, "dgx-h100-faults")})
 
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")

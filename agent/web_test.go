@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key
@@ -75,7 +75,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := startAgent(t, Options{Root: fakesys.Root(t, "dgx-h100"), WebConfigFile: cfg})
+	r := startAgent(t, Options{Root: fakesystest.Root(t, "dgx-h100"), WebConfigFile: cfg})
 	addr := r.a.Addrs()[0].String()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}

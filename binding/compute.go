@@ -38,21 +38,15 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("%w: mode %q: want node, socket or exclusive", ErrOptions, s)
 }
 
-// Rank returns local rank r of the map.
-func (m Map) Rank(r int) (Rank, error) {
-	if r < 0 || r >= len(m.Ranks) {
-		return Rank{}, fmt.Errorf("%w: local rank %d beyond the %d ranks of the map (%d GPUs x %d ranks per GPU)",
-			ErrNoRank, r, len(m.Ranks), len(m.Ranks)/max(m.RanksPerGPU, 1), max(m.RanksPerGPU, 1))
-	}
-	return m.Ranks[r], nil
-}
-
-// Only returns the map cut down to local rank r (Leftover and the
-// map-wide warnings are kept).
-func (m Map) Only(r int) (Map, error) {
-	rk, err := m.Rank(r)
+// Only returns the map cut down to local rank r of a process that drives
+// the GPUs of sel (ForRank); Leftover and the map-wide warnings are kept.
+func (m Map) Only(n topology.Node, sel topology.Selection, r int) (Map, error) {
+	rk, err := m.ForRank(n, sel, r)
 	if err != nil {
 		return Map{}, err
+	}
+	if sel.Source != "" {
+		m.Selection = sel.Source + "=" + sel.List
 	}
 	m.Ranks = []Rank{rk}
 	return m, nil
@@ -235,48 +229,26 @@ func (c *computer) holders(s cpuset.Set) []int {
 	return out
 }
 
-// locate finds the node a GPU's CPUs come from.
+// locate finds the node a GPU's CPUs come from: its resolved Locality
+// (topology.ResolveLocality). The node's warnings about the GPU's
+// locality go with its ranks.
 func (c *computer) locate(g topology.GPU) place {
-	p := place{gpu: g.Index, node: -1}
-	if g.NUMANode != nil {
-		id := *g.NUMANode
-		if _, ok := c.numaNode(id); !ok {
-			p.warn("numa_node %d names no NUMA node of this machine; locality unknown", id)
-		} else if !c.nodeCPUs[id].IsEmpty() {
-			p.node = id
+	p := place{gpu: g.Index, node: -1, warnings: c.n.GPUWarnings(g)}
+	loc := g.Locality
+	if loc.Node != nil {
+		if _, ok := c.nodeCPUs[*loc.Node]; ok {
+			p.node = *loc.Node
 			return p
-		} else {
-			near, d := c.nearest(id, c.cpuNodes)
-			if near >= 0 {
-				p.node = near
-				p.warn("NUMA node %d has no CPUs (memory-only); using the nearest node with CPUs, node %d (distance %d), for CPUs and memory", id, near, d)
-				return p
-			}
-			p.warn("NUMA node %d has no CPUs and no node has any; locality unknown", id)
 		}
+		p.warn("its NUMA node %d is not a node of this machine; locality unknown", *loc.Node)
 	}
-	src, what := g.NVMLCPUAffinity, "NVML's CPU affinity"
-	if src.IsEmpty() {
-		src, what = g.LocalCPUs, "its local_cpulist"
-	}
-	if src.IsEmpty() {
-		src, what = c.usable, "all allowed CPUs"
-	}
-	p.affinity = c.online(src)
-	if h := c.holders(p.affinity); len(h) == 1 {
-		p.node = h[0]
-		if g.NUMANode == nil {
-			p.warn("numa_node is -1; using %s %s, which NUMA node %d alone holds", what, src, p.node)
-		} else {
-			p.warn("using %s %s, which NUMA node %d alone holds", what, src, p.node)
-		}
+	p.affinity = c.online(loc.CPUs)
+	if p.affinity.IsEmpty() {
+		p.affinity = c.usable
+		p.warn("locality unknown (%s): using all allowed CPUs %s, no memory binding", loc.Source, c.usable)
 		return p
 	}
-	if g.NUMANode == nil {
-		p.warn("numa_node is -1; using %s %s, which spans several NUMA nodes: no memory binding", what, src)
-	} else {
-		p.warn("using %s %s, which spans several NUMA nodes: no memory binding", what, src)
-	}
+	p.warn("its CPUs %s (from %s) span several NUMA nodes: no memory binding", p.affinity, loc.Source)
 	return p
 }
 
@@ -503,4 +475,49 @@ func (c *computer) split(id int, cores []core, n int) ([]cpuset.Set, error) {
 		c.warn("node %d: %d allowed %s do not split evenly among %d ranks; %d %s left over (CPUs %s)", id, len(units), what, n, len(rest), what, s)
 	}
 	return chunks, nil
+}
+
+// ForRank returns the binding of local rank r of a process that drives
+// the GPUs of sel (topology.VisibleGPUs): r drives the GPU sel.Rank gives
+// and takes that GPU's slot r % RanksPerGPU of the map. The map is the
+// node's (every GPU's share), so ranks of processes that see different
+// GPUs never share a CPU in exclusive mode. The rank is renumbered r.
+func (m Map) ForRank(n topology.Node, sel topology.Selection, r int) (Rank, error) {
+	gpu, slot, err := sel.Rank(n, r, m.RanksPerGPU)
+	if err != nil {
+		return Rank{}, fmt.Errorf("%w: %w", ErrNoRank, err)
+	}
+	seen := 0
+	for _, rk := range m.Ranks {
+		if rk.GPU != gpu {
+			continue
+		}
+		if seen == slot {
+			rk.Rank = r
+			rk.Warnings = slices.Clone(rk.Warnings)
+			return rk, nil
+		}
+		seen++
+	}
+	return Rank{}, fmt.Errorf("%w: local rank %d: the %s map has no slot %d for GPU %d", ErrNoRank, r, m.Mode, slot, gpu)
+}
+
+// ForSelection returns the map with one rank per local rank of a process
+// that drives the GPUs of sel, in local rank order (ForRank for each):
+// RanksPerGPU ranks per GPU of sel. Every GPU of the node in index order
+// gives the map unchanged.
+func (m Map) ForSelection(n topology.Node, sel topology.Selection) (Map, error) {
+	out := m
+	if sel.Source != "" {
+		out.Selection = sel.Source + "=" + sel.List
+	}
+	out.Ranks = make([]Rank, 0, sel.Count()*max(m.RanksPerGPU, 1))
+	for r := range sel.Count() * max(m.RanksPerGPU, 1) {
+		rk, err := m.ForRank(n, sel, r)
+		if err != nil {
+			return Map{}, err
+		}
+		out.Ranks = append(out.Ranks, rk)
+	}
+	return out, nil
 }

@@ -154,6 +154,16 @@ func TestFixtureMaps(t *testing.T) {
 				{4, "56-69,168-181", "1"}, {5, "70-83,182-195", "1"}, {6, "84-97,196-209", "1"}, {7, "98-111,210-223", "1"},
 			}, ""},
 		}},
+		{"dgx-h100-numa-disagree", []modeWant{
+			// GPU 0 reads numa_node -1 (local_cpulist every CPU); NVML's
+			// affinity, node 0's CPUs, decides: the dgx-h100 map.
+			{ModeNode, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			{ModeExclusive, 1, []want{
+				{0, "0-13,112-125", "0"}, {1, "14-27,126-139", "0"}, {2, "28-41,140-153", "0"}, {3, "42-55,154-167", "0"},
+				{4, "56-69,168-181", "1"}, {5, "70-83,182-195", "1"}, {6, "84-97,196-209", "1"}, {7, "98-111,210-223", "1"},
+			}, ""},
+		}},
 		{"oci-bm-gpu-h100", []modeWant{
 			// Same CPU layout as DGX H100 (8480+, siblings +112), 4 GPUs per node.
 			{ModeNode, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
@@ -549,20 +559,22 @@ func TestMoreRanksThanCores(t *testing.T) {
 }
 
 func TestRankBeyondGPUCount(t *testing.T) {
-	m := compute(t, fixture(t, "dgx-h100"), ModeExclusive, 1)
+	n := fixture(t, "dgx-h100")
+	m := compute(t, n, ModeExclusive, 1)
+	all := topology.AllGPUs(n)
 	for _, r := range []int{8, 100, -1} {
-		if _, err := m.Rank(r); !errors.Is(err, ErrNoRank) {
-			t.Errorf("Rank(%d) = %v, want ErrNoRank", r, err)
+		if _, err := m.ForRank(n, all, r); !errors.Is(err, ErrNoRank) {
+			t.Errorf("ForRank(%d) = %v, want ErrNoRank", r, err)
 		}
-		if _, err := m.Only(r); !errors.Is(err, ErrNoRank) {
+		if _, err := m.Only(n, all, r); !errors.Is(err, ErrNoRank) {
 			t.Errorf("Only(%d) = %v, want ErrNoRank", r, err)
 		}
 	}
-	r, err := m.Rank(7)
+	r, err := m.ForRank(n, all, 7)
 	if err != nil || r.GPU != 7 || r.CPUs.String() != "98-111,210-223" {
-		t.Errorf("Rank(7) = %+v, %v", r, err)
+		t.Errorf("ForRank(7) = %+v, %v", r, err)
 	}
-	one, err := m.Only(3)
+	one, err := m.Only(n, all, 3)
 	if err != nil || len(one.Ranks) != 1 || one.Ranks[0].Rank != 3 {
 		t.Errorf("Only(3) = %+v, %v", one, err)
 	}
@@ -590,6 +602,12 @@ func TestOfflineCPUsInCpulist(t *testing.T) {
 	}
 }
 
+// relocate resolves the GPUs' locality again after a test edited the
+// node, as discovery does.
+func relocate(n *topology.Node) {
+	n.Warnings = append(n.Warnings, topology.ResolveLocality(n)...)
+}
+
 // TestMemoryOnlyNode: a GPU whose PCI numa_node is a CPU-less node gets
 // the nearest node with CPUs by the distance table.
 func TestMemoryOnlyNode(t *testing.T) {
@@ -597,10 +615,11 @@ func TestMemoryOnlyNode(t *testing.T) {
 	// node 0, the only node with CPUs).
 	n := fixture(t, "grace-hopper")
 	n.GPUs[0].NUMANode = intp(1)
+	relocate(&n)
 	for _, mode := range []Mode{ModeNode, ModeSocket, ModeExclusive} {
 		m := compute(t, n, mode, 1)
 		check(t, m, per(0, 0, "0-71", "0"), "")
-		if m.Ranks[0].Node != 0 || !hasWarning(m, "GPU 0: NUMA node 1 has no CPUs (memory-only)", "node 0 (distance 80)") {
+		if m.Ranks[0].Node != 0 || !hasWarning(m, "GPU 0 (", "numa_node 1 has no CPUs (memory-only)", "node 0 (distance 80)") {
 			t.Errorf("%s: node %d, warnings %q", mode, m.Ranks[0].Node, m.Warnings)
 		}
 		if len(m.Ranks[0].Warnings) == 0 {
@@ -612,11 +631,12 @@ func TestMemoryOnlyNode(t *testing.T) {
 	n = fixture(t, "snc2-2s")
 	n.NUMANodes = append(n.NUMANodes, topology.NUMANode{ID: 4, Distances: []int{24, 14, 30, 30, 10}})
 	n.GPUs[0].NUMANode = intp(4)
+	relocate(&n)
 	m := compute(t, n, ModeNode, 1)
 	if r := m.Ranks[0]; r.CPUs.String() != "24-47,120-143" || r.Mems.String() != "1" || r.Node != 1 {
 		t.Errorf("GPU 0 on CXL node 4: %+v", r)
 	}
-	if !hasWarning(m, "NUMA node 4 has no CPUs", "node 1 (distance 14)") {
+	if !hasWarning(m, "numa_node 4 has no CPUs", "node 1 (distance 14)") {
 		t.Errorf("warnings %q", m.Warnings)
 	}
 	// Exclusive: node 1 is now shared by GPUs 0, 2, 3: 24 cores / 3 = 8.
@@ -627,24 +647,27 @@ func TestMemoryOnlyNode(t *testing.T) {
 	}, "")
 }
 
-// TestNUMAMinusOneSources: NVML's affinity first, then local_cpulist, then
-// every allowed CPU, each with a warning.
+// TestNUMAMinusOneSources: a GPU of numa_node -1 binds by its resolved
+// locality: NVML's affinity first, then local_cpulist, then every allowed
+// CPU, each with a warning.
 func TestNUMAMinusOneSources(t *testing.T) {
 	n := fixture(t, "numa-unknown-2s")
 	m := compute(t, n, ModeNode, 1)
-	if !hasWarning(m, "GPU 3: numa_node is -1", "NVML's CPU affinity 0-63", "no memory binding") {
+	if !hasWarning(m, "GPU 3 (", "numa_node is -1", "nvml_cpu_affinity 0-63", "no single NUMA node") || !hasWarning(m, "GPU 3: ", "no memory binding") {
 		t.Errorf("warnings %q", m.Warnings)
 	}
 	if r := m.Ranks[3]; r.Node != -1 || !r.Mems.IsEmpty() || len(r.Warnings) == 0 {
 		t.Errorf("rank 3: %+v", r)
 	}
-	// NVML places the GPU on node 1's CPUs: node 1, memory on node 1.
+	// NVML places the GPU on node 1's CPUs: node 1, memory on node 1; its
+	// local_cpulist (every CPU) disagrees.
 	n.GPUs[3].NVMLCPUAffinity = set(t, "16-31,48-63")
+	relocate(&n)
 	m = compute(t, n, ModeNode, 1)
 	if r := m.Ranks[3]; r.Node != 1 || r.CPUs.String() != "16-31,48-63" || r.Mems.String() != "1" {
 		t.Errorf("rank 3 with NVML affinity on node 1: %+v", r)
 	}
-	if !hasWarning(m, "NVML's CPU affinity 16-31,48-63, which NUMA node 1 alone holds") {
+	if !hasWarning(m, "sources disagree: using nvml_cpu_affinity 16-31,48-63 (NUMA node 1); local_cpulist 0-63 (NUMA nodes 0-1)") {
 		t.Errorf("warnings %q", m.Warnings)
 	}
 	// Exclusive: GPU 3 is node 1's second GPU.
@@ -654,20 +677,24 @@ func TestNUMAMinusOneSources(t *testing.T) {
 	// No NVML: local_cpulist.
 	n.GPUs[3].NVMLCPUAffinity = cpuset.Set{}
 	n.GPUs[3].LocalCPUs = set(t, "0-15,32-47")
+	n.Warnings = nil
+	relocate(&n)
 	m = compute(t, n, ModeNode, 1)
 	if r := m.Ranks[3]; r.Node != 0 || r.CPUs.String() != "0-15,32-47" || r.Mems.String() != "0" {
 		t.Errorf("rank 3 from local_cpulist: %+v", r)
 	}
-	if !hasWarning(m, "its local_cpulist 0-15,32-47") {
+	if !hasWarning(m, "numa_node is -1; locality from local_cpulist 0-15,32-47 (NUMA node 0)") {
 		t.Errorf("warnings %q", m.Warnings)
 	}
 	// Neither: every allowed CPU.
 	n.GPUs[3].LocalCPUs = cpuset.Set{}
+	n.Warnings = nil
+	relocate(&n)
 	m = compute(t, n, ModeNode, 1)
 	if r := m.Ranks[3]; r.Node != -1 || r.CPUs.String() != "0-63" || !r.Mems.IsEmpty() {
 		t.Errorf("rank 3 from the allowed set: %+v", r)
 	}
-	if !hasWarning(m, "all allowed CPUs 0-63") {
+	if !hasWarning(m, "no source gives its CPUs") || !hasWarning(m, "all allowed CPUs 0-63") {
 		t.Errorf("warnings %q", m.Warnings)
 	}
 }

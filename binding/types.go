@@ -47,5 +47,8 @@ type Map struct {
 	// Leftover is the allowed CPUs no rank got in exclusive mode (cores
 	// that do not divide evenly, CPUs of nodes without GPUs).
 	Leftover cpuset.Set `json:"leftover"`
-	Warnings []string   `json:"warnings"`
+	// Selection names the GPU list the ranks drive, in order
+	// ("CUDA_VISIBLE_DEVICES=7,6"); "" for every GPU in index order.
+	Selection string   `json:"selection,omitempty"`
+	Warnings  []string `json:"warnings"`
 }

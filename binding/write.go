@@ -25,6 +25,9 @@ func WriteTable(w io.Writer, m Map) error {
 		return err
 	}
 	bw := bufio.NewWriter(w)
+	if m.Selection != "" {
+		fmt.Fprintf(bw, "\nRanks drive the GPUs of %s, in that order.\n", m.Selection)
+	}
 	if m.Mode == ModeExclusive {
 		fmt.Fprintf(bw, "\nLeftover CPUs: %s\n", orDash(m.Leftover.String()))
 	}

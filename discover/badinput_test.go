@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -190,7 +190,7 @@ func TestBadInput(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := fakesys.Root(t, "dgx-h100")
+			root := fakesystest.Root(t, "dgx-h100")
 			tc.break_(t, root)
 			n, err := Discover(Options{Root: root})
 			if err != nil {

@@ -101,27 +101,34 @@ func Discover(opts Options) (topology.Node, error) {
 	n.NICs = nics(devs, rdevs, nds, warn)
 
 	lib, source := opts.NVML, opts.NVMLSource
+	var openErr error
 	if lib == nil {
-		lib, source, err = nvml.Open(root)
-		warn(err)
+		lib, source, openErr = nvml.Open(root)
+		warn(openErr)
 	}
 	var res nvml.Result
-	if lib != nil {
+	switch {
+	case lib != nil:
 		res = nvml.Read(lib)
 		n.NVML = topology.NVMLInfo{Source: source, DriverVersion: res.DriverVersion,
 			NVMLVersion: res.NVMLVersion, CUDAVersion: res.CUDADriverVersion}
 		if !res.Available {
-			n.NVML.Source = "none"
+			// NVML is there and failed: the health gate must not pass
+			// the GPUs it could not see.
+			n.NVML.Source, n.NVML.Failed = "none", true
 			if res.Err != nil {
 				n.NVML.Error = res.Err.Error()
 			}
 		}
 		n.Warnings = append(n.Warnings, res.Warnings...)
-	} else {
+	case openErr != nil:
+		n.NVML = topology.NVMLInfo{Source: "none", Failed: true, Error: openErr.Error()}
+	default:
 		n.NVML = topology.NVMLInfo{Source: "none", Error: "no NVML: not a live root and no nvml.json"}
 	}
 	n.GPUs = gpus(devs, res, warn)
 	n.Driver = driverInfo(root, res, warn)
+	n.Kernel = kernelInfo(root, warn)
 	n.NetPlugins = netPlugins(root)
 	fillFromProcfs(root, n.GPUs, warn)
 	n.Unsupported = unsupported(devs)
@@ -129,8 +136,12 @@ func Discover(opts Options) (topology.Node, error) {
 		n.Warnings = append(n.Warnings, w)
 	}
 
+	// A vendor topology file: the one named (--topo-file) must fit this
+	// node; one the platform installed that does not fit is a warning and
+	// is not used.
 	topoFile, hostPath := opts.TopoFile, opts.TopoFile
-	if topoFile == "" {
+	found := topoFile == ""
+	if found {
 		switch n.Platform.Cloud {
 		case topology.CloudAzure:
 			hostPath = installedAzureTopoFile(root)
@@ -142,12 +153,16 @@ func Discover(opts Options) (topology.Node, error) {
 		}
 	}
 	if topoFile != "" {
-		ws, err := applyTopoFile(&n, topoFile, hostPath)
-		if err != nil {
+		ws, err := applyTopoFile(&n, topoFile, hostPath, found)
+		switch {
+		case err != nil && !found:
 			return n, err
+		case err != nil:
+			n.Warnings = append(n.Warnings, err.Error()+"; not used")
+		default:
+			n.TopoFile = hostPath
+			n.Warnings = append(n.Warnings, ws...)
 		}
-		n.TopoFile = hostPath
-		n.Warnings = append(n.Warnings, ws...)
 	}
 	topology.Link(&n, opts.Roles)
 	return n, nil

@@ -12,7 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -134,7 +136,7 @@ func TestMachines(t *testing.T) {
 // holds our NUMA locality of every GPU and NIC to hwloc's.
 func TestHwlocAgrees(t *testing.T) {
 	if _, err := exec.LookPath("lstopo-no-graphics"); err != nil {
-		if os.Getenv("CI") != "" {
+		if testenv.InCI() {
 			t.Fatal("lstopo-no-graphics missing in CI: make test installs Debian package hwloc")
 		}
 		t.Skip("lstopo-no-graphics not installed (Debian package hwloc; `make test` installs it as root)")
@@ -150,7 +152,12 @@ func TestHwlocAgrees(t *testing.T) {
 			}
 			ours := map[string]int{}
 			for _, g := range n.GPUs {
-				ours[g.BusID] = numaOf(n, g.NUMANode, g.LocalCPUs.String())
+				// A GPU's locality is its resolved one (hwloc, too, places a
+				// function of numa_node -1 by its host bridge).
+				ours[g.BusID] = -1
+				if g.Locality.Node != nil {
+					ours[g.BusID] = *g.Locality.Node
+				}
 			}
 			for _, nic := range n.NICs {
 				ours[nic.BusID] = numaOf(n, nic.NUMANode, nic.LocalCPUs.String())
@@ -232,7 +239,7 @@ func TestH200Capture(t *testing.T) {
 // TestDotRenders pipes each fixture's DOT through Graphviz.
 func TestDotRenders(t *testing.T) {
 	if _, err := exec.LookPath("dot"); err != nil {
-		if os.Getenv("CI") != "" {
+		if testenv.InCI() {
 			t.Fatal("dot missing in CI: make test installs Debian package graphviz")
 		}
 		t.Skip("dot not installed (Debian package graphviz)")
@@ -256,7 +263,7 @@ func TestDotRenders(t *testing.T) {
 // TestGPUHealthCarried: fakesys' healthy NVSwitch GPUs reach the topology
 // with fabric registration completed.
 func TestGPUHealthCarried(t *testing.T) {
-	n := discoverRoot(t, fakesys.Root(t, "dgx-h100"))
+	n := discoverRoot(t, fakesystest.Root(t, "dgx-h100"))
 	for _, g := range n.GPUs {
 		h := g.Health
 		if h.Persistence == nil || !*h.Persistence || h.FabricState == nil || *h.FabricState != 3 ||

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 // sharedRoot returns the built root of a fixture machine; callers must
-// not modify it (use fakesys.Root for a private copy).
+// not modify it (use fakesystest.Root for a private copy).
 func sharedRoot(t testing.TB, name string) string {
 	t.Helper()
 	f, _ := roots.LoadOrStore(name, sync.OnceValues(func() (string, error) {

@@ -22,20 +22,27 @@ const maxTopoFileSize = 4 << 20
 // such as Azure's ffff:ff:NN.0, become virtual PCI devices), so paths and
 // pairs follow the file. diskPath is where the file is read, path how it
 // is named in messages (its path on the host, without --root). Devices
-// the file does not name keep their sysfs
-// placement. It returns a warning for every disagreement between file
-// and sysfs and for every device only one of them has.
-func applyTopoFile(n *topology.Node, diskPath, path string) ([]string, error) {
+// the file does not name keep their sysfs placement. It returns a warning
+// for every disagreement between file and sysfs and for every device only
+// one of them has.
+//
+// It returns an error naming the file, and leaves n as it was, when the
+// file does not fit this node: it cannot be read or parsed, is larger
+// than maxTopoFileSize, or names none of the node's GPUs and NICs. found
+// is true for a file the platform installed (not one the user named):
+// such a file also does not fit when it lists a GPU or NIC the node does
+// not have, which for a file the user named is only a warning.
+func applyTopoFile(n *topology.Node, diskPath, path string, found bool) ([]string, error) {
 	fi, err := os.Stat(diskPath)
 	if err != nil {
-		return nil, fmt.Errorf("topology file: %w", err)
+		return nil, fmt.Errorf("topology file %s: %w", path, err)
 	}
 	if fi.Size() > maxTopoFileSize {
 		return nil, fmt.Errorf("topology file %s: %d bytes, more than %d", path, fi.Size(), maxTopoFileSize)
 	}
 	data, err := os.ReadFile(diskPath)
 	if err != nil {
-		return nil, fmt.Errorf("topology file: %w", err)
+		return nil, fmt.Errorf("topology file %s: %w", path, err)
 	}
 	root, err := ncclxml.Parse(data)
 	if err != nil {
@@ -58,15 +65,19 @@ func applyTopoFile(n *topology.Node, diskPath, path string) ([]string, error) {
 			}
 		}
 	}
+	// The file is applied to a copy of the PCI devices, which replaces
+	// n's only once the file is known to fit.
+	pci := slices.Clone(n.PCIDevices)
 	devs := map[string]*topology.PCIDevice{}
 	inSysfs := map[string]bool{}
-	for i := range n.PCIDevices {
-		devs[n.PCIDevices[i].BusID] = &n.PCIDevices[i]
-		inSysfs[n.PCIDevices[i].BusID] = true
+	for i := range pci {
+		devs[pci[i].BusID] = &pci[i]
+		inSysfs[pci[i].BusID] = true
 	}
 
 	var warnings []string
 	var added []*topology.PCIDevice
+	var lacking []string // GPUs and NICs the file lists and the node lacks
 	covered := map[string]bool{}
 	// place puts one function below parent ("" = directly below the cpu)
 	// in the file's tree of NUMA node numa.
@@ -101,7 +112,7 @@ func applyTopoFile(n *topology.Node, diskPath, path string) ([]string, error) {
 			}
 			if !hasPCIChild(c) {
 				if cls := attr(c, "class"); strings.HasPrefix(cls, "0x03") || strings.HasPrefix(cls, "0x02") {
-					warnings = append(warnings, fmt.Sprintf("topology file %s: lists %s (class %s), which this node does not have", path, bus, cls))
+					lacking = append(lacking, fmt.Sprintf("%s (class %s)", bus, cls))
 				}
 				continue
 			}
@@ -142,8 +153,27 @@ func applyTopoFile(n *topology.Node, diskPath, path string) ([]string, error) {
 			return nil, err
 		}
 	}
+
+	gpus, nics := 0, 0
+	for _, g := range n.GPUs {
+		if covered[g.BusID] {
+			gpus++
+		}
+	}
+	for _, nic := range n.NICs {
+		if covered[nic.BusID] {
+			nics++
+		}
+	}
+	named := fmt.Sprintf("%d of %d GPUs, %d of %d NICs", gpus, len(n.GPUs), nics, len(n.NICs))
 	if len(covered) == 0 {
-		return nil, fmt.Errorf("topology file %s names none of this node's GPUs or NICs", path)
+		return nil, fmt.Errorf("topology file %s: names none of this node's devices (%s)", path, named)
+	}
+	if len(lacking) > 0 && found {
+		return nil, fmt.Errorf("topology file %s: lists %s, which this node does not have (it names %s)", path, listSome(lacking, 4), named)
+	}
+	for _, l := range lacking {
+		warnings = append(warnings, fmt.Sprintf("topology file %s: lists %s, which this node does not have", path, l))
 	}
 	for _, g := range n.GPUs {
 		if !covered[g.BusID] {
@@ -156,15 +186,25 @@ func applyTopoFile(n *topology.Node, diskPath, path string) ([]string, error) {
 		}
 	}
 	for _, d := range added {
-		n.PCIDevices = append(n.PCIDevices, *d)
+		pci = append(pci, *d)
 	}
-	slices.SortFunc(n.PCIDevices, func(a, b topology.PCIDevice) int { return strings.Compare(a.BusID, b.BusID) })
+	slices.SortFunc(pci, func(a, b topology.PCIDevice) int { return strings.Compare(a.BusID, b.BusID) })
+	n.PCIDevices = pci
 	n.TopoFile = path
+	n.TopoFileDevices = nil
 	for b := range covered {
 		n.TopoFileDevices = append(n.TopoFileDevices, b)
 	}
 	slices.Sort(n.TopoFileDevices)
 	return warnings, nil
+}
+
+// listSome joins the first limit items and counts the rest.
+func listSome(items []string, limit int) string {
+	if len(items) <= limit {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:limit], ", "), len(items)-limit)
 }
 
 // azureTopoFiles are where Azure's HPC images install their NCCL

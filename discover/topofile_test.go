@@ -1,13 +1,18 @@
 package discover
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/ncclxml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -124,7 +129,7 @@ func TestTopoFileDisagreement(t *testing.T) {
 // On Azure the file the HPC image installs is used without a flag, and
 // is what env points NCCL_TOPO_FILE at.
 func TestTopoFileAzureInstalled(t *testing.T) {
-	root := fakesys.Root(t, "azure-nd-h100-v5")
+	root := fakesystest.Root(t, "azure-nd-h100-v5")
 	data, err := os.ReadFile(refFile(t, "azure-ndv5-topo.xml"))
 	if err != nil {
 		t.Fatal(err)
@@ -137,5 +142,124 @@ func TestTopoFileAzureInstalled(t *testing.T) {
 	n := discoverRoot(t, root)
 	if n.TopoFile != "/opt/microsoft/ndv5/topo.xml" || n.Pairs[5].Class != topology.ClassPIX || n.Pairs[5].NICs[0] != "mlx5_ib5" {
 		t.Errorf("topo file %q, pair %+v", n.TopoFile, n.Pairs[5])
+	}
+}
+
+// withExtraGPU returns a topology file with a GPU leaf (0000:ff:00.0) the
+// fixture machines do not have added below its first <cpu>.
+func withExtraGPU(t *testing.T, data []byte) []byte {
+	t.Helper()
+	s := string(data)
+	i := strings.Index(s, "<cpu ")
+	j := strings.Index(s[i:], ">")
+	if i < 0 || j < 0 {
+		t.Fatal("no <cpu> in the file")
+	}
+	i += j + 1
+	return []byte(s[:i] + "\n    <pci busid=\"0000:ff:00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"/>" + s[i:])
+}
+
+// A vendor file found on the node that does not fit it is one warning
+// naming the file and why, and is not used: discovery gives the sysfs
+// answer. The same file named with --topo-file is an error naming it
+// (except a file that lists a device the node lacks but places others,
+// which the user asked for: a warning, as before).
+func TestTopoFileFoundNotFitting(t *testing.T) {
+	read := func(name string) []byte {
+		data, err := os.ReadFile(refFile(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	ndv5, p4d := read("azure-ndv5-topo.xml"), read("aws-p4d-24xl-topo.xml")
+	const (
+		azure    = "azure-nd-h100-v5"
+		aws      = "aws-p4d"
+		azureTop = "/opt/microsoft/ndv5/topo.xml"
+		awsTop   = "/opt/amazon/ofi-nccl/share/aws-ofi-nccl/xml/p4d-24xl-topo.xml"
+	)
+	tests := []struct {
+		name, machine, path string
+		data                []byte
+		size                int64  // > 0: a sparse file of this size instead of data
+		why                 string // the warning is "topology file PATH: " + why + "; not used", the error "topology file PATH: " + why
+		is                  error  // the explicit error wraps it
+		explicitOK          bool   // with --topo-file the file is used, with a warning
+	}{
+		{name: "azure/aws file", machine: azure, path: azureTop, data: p4d,
+			why: "names none of this node's devices (0 of 8 GPUs, 0 of 9 NICs)"},
+		{name: "aws/azure file", machine: aws, path: awsTop, data: ndv5,
+			why: "names none of this node's devices (0 of 8 GPUs, 0 of 8 NICs)"},
+		{name: "azure/extra gpu", machine: azure, path: azureTop, data: withExtraGPU(t, ndv5), explicitOK: true,
+			why: "lists 0000:ff:00.0 (class 0x030200), which this node does not have (it names 8 of 8 GPUs, 8 of 9 NICs)"},
+		{name: "aws/extra gpu", machine: aws, path: awsTop, data: withExtraGPU(t, p4d), explicitOK: true,
+			why: "lists 0000:ff:00.0 (class 0x030200), which this node does not have (it names 8 of 8 GPUs, 4 of 8 NICs)"},
+		{name: "azure/malformed", machine: azure, path: azureTop, data: []byte("<system version=\"1\">\n  <cpu numaid=\"0\">\n"),
+			why: "line 2: <cpu>: NCCL XML syntax error: unterminated element (no </cpu>)", is: ncclxml.ErrSyntax},
+		{name: "aws/not a system", machine: aws, path: awsTop, data: []byte("<gpu dev=\"0\"/>\n"),
+			why: "root element is <gpu>, want <system>"},
+		{name: "azure/too large", machine: azure, path: azureTop, size: maxTopoFileSize + 1,
+			why: fmt.Sprintf("%d bytes, more than %d", maxTopoFileSize+1, maxTopoFileSize)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := fakesystest.Root(t, tc.machine)
+			disk := filepath.Join(root, tc.path)
+			if err := os.Remove(disk); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			base := discoverRoot(t, root)
+			if base.TopoFile != "" {
+				t.Fatalf("without the file, topo file %q", base.TopoFile)
+			}
+			os.MkdirAll(filepath.Dir(disk), 0o755)
+			if err := os.WriteFile(disk, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tc.size > 0 {
+				if err := os.Truncate(disk, tc.size); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			n, err := Discover(Options{Root: root})
+			if err != nil {
+				t.Fatalf("a found file that does not fit must not fail discovery: %v", err)
+			}
+			var extra []string
+			for _, w := range n.Warnings {
+				if !slices.Contains(base.Warnings, w) {
+					extra = append(extra, w)
+				}
+			}
+			if want := "topology file " + tc.path + ": " + tc.why + "; not used"; len(extra) != 1 || extra[0] != want {
+				t.Errorf("new warnings %q, want one: %q", extra, want)
+			}
+			if len(n.Warnings) != len(base.Warnings)+1 {
+				t.Errorf("%d warnings, want the %d of sysfs alone and one more", len(n.Warnings), len(base.Warnings))
+			}
+			if n.TopoFile != "" || n.TopoFileDevices != nil {
+				t.Errorf("topo file %q devices %v, want none", n.TopoFile, n.TopoFileDevices)
+			}
+			if !reflect.DeepEqual(n.PCIDevices, base.PCIDevices) || !reflect.DeepEqual(n.Pairs, base.Pairs) {
+				t.Errorf("the file changed the node: pairs %+v, want sysfs's %+v", n.Pairs, base.Pairs)
+			}
+
+			n, err = Discover(Options{Root: root, TopoFile: disk})
+			if tc.explicitOK {
+				if err != nil || n.TopoFile != disk || !hasWarning(n, "topology file "+disk+": lists 0000:ff:00.0 (class 0x030200), which this node does not have") {
+					t.Errorf("--topo-file: err %v, topo file %q, warnings %q", err, n.TopoFile, n.Warnings)
+				}
+				return
+			}
+			if want := "topology file " + disk + ": " + tc.why; err == nil || err.Error() != want {
+				t.Errorf("--topo-file: err %v, want %q", err, want)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("--topo-file: err %v does not wrap %v", err, tc.is)
+			}
+		})
 	}
 }

@@ -28,7 +28,7 @@ var (
 	descXIDErrors          = newDesc("gpu_xid_errors_total", "XID critical errors seen by the agent's NVML event watch, by code.", "gpu", "xid")
 	descLastXIDTimestamp   = newDesc("gpu_last_xid_timestamp_seconds", "Time of the last XID of the GPU.", "gpu")
 	descNVMLUp             = newDesc("nvml_up", "1 when NVML initialised at this scrape.")
-	descGPUInfo            = newDesc("gpu_info", "1 per GPU; numa_node is empty when unknown.", "gpu", "uuid", "bus_id", "model", "numa_node")
+	descGPUInfo            = newDesc("gpu_info", "1 per GPU; numa_node is the GPU's resolved NUMA node (its locality), empty when no single node.", "gpu", "uuid", "bus_id", "model", "numa_node")
 	descGPUUp              = newDesc("gpu_up", "1 while NVML answers for the GPU; 0 when NVML reports it lost, its handle fails or NVML is unavailable.", "gpu")
 	descPCIeGen            = newDesc("gpu_pcie_link_generation", "Current PCIe generation of the GPU's link.", "gpu")
 	descPCIeMaxGen         = newDesc("gpu_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link.", "gpu")

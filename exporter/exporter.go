@@ -160,6 +160,12 @@ func (e *Exporter) Gatherer() prometheus.Gatherer { return e.gather }
 // reading because they answered EINVAL.
 func (e *Exporter) DisabledRDMAFiles() []string { return e.rdma.DisabledFiles() }
 
+// CounterReader is the reader the rdma collector scrapes with. Counter
+// reads outside a scrape (the agent's health checks, through
+// health.NewReader) go through it too, so a file that answered EINVAL is
+// remembered once for both and never read again.
+func (e *Exporter) CounterReader() *rdma.CounterReader { return e.rdma }
+
 func (e *Exporter) state() State {
 	if e.opts.State == nil {
 		return State{}

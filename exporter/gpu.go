@@ -90,8 +90,8 @@ func gpuMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
 	var uuid, bus, model, numa string
 	if ng != nil {
 		idx, uuid, bus, model = ng.Index, ng.UUID, ng.BusID, ng.Model
-		if ng.NUMANode != nil {
-			numa = itoa(*ng.NUMANode)
+		if ng.Locality.Node != nil {
+			numa = itoa(*ng.Locality.Node)
 		}
 	} else {
 		idx = g.Index

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -27,7 +27,7 @@ import (
 // from the root's nvml.json).
 func fixture(tb testing.TB, machine string) (string, *topology.Node) {
 	tb.Helper()
-	root := fakesys.Root(tb, machine)
+	root := fakesystest.Root(tb, machine)
 	n, err := discover.Discover(discover.Options{Root: root})
 	if err != nil {
 		tb.Fatalf("discover %s: %v", machine, err)

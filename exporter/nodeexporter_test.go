@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -19,14 +20,14 @@ import (
 const nodeExporterBin = "/usr/bin/prometheus-node-exporter"
 
 // needBinary returns path when it is an executable; otherwise it fails the
-// test under CI=true and skips it elsewhere.
+// test in CI (testenv.InCI) and skips it elsewhere.
 func needBinary(tb testing.TB, path string) string {
 	tb.Helper()
 	if p, err := exec.LookPath(path); err == nil {
 		return p
 	}
 	msg := fmt.Sprintf("%s not installed (scripts/install-deps.sh installs it)", path)
-	if os.Getenv("CI") == "true" {
+	if testenv.InCI() {
 		tb.Fatal(msg)
 	}
 	tb.Skip(msg)

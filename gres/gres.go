@@ -9,6 +9,10 @@
 // entry per GPU in Slurm's device order (PCI bus order): -1 for the GPU
 // itself, else the NVLink count to that GPU (nvidia-smi's NV#), 0 for none.
 // docs/gres.md describes the format and how it was checked with slurmd -G.
+//
+// It also decides what `check --slurm-drain/--slurm-resume` tells Slurm
+// (PlanNodeAction): the node's drain and resume policy, beside the rest of
+// the Slurm code; the command runs scontrol.
 package gres
 
 import (
@@ -151,7 +155,7 @@ func GresConf(n topology.Node, opts Options) ([]Line, []string, error) {
 		}
 
 		if len(coreOf) > 0 {
-			cpus, src := localCPUs(n, g)
+			cpus, src := g.Locality.CPUs, g.Locality.Source
 			var cores []int
 			for _, c := range cpus.CPUs() {
 				if idx, ok := coreOf[c]; ok {
@@ -160,8 +164,8 @@ func GresConf(n topology.Node, opts Options) ([]Line, []string, error) {
 			}
 			l.Cores = cpuset.Of(cores...)
 			switch {
-			case src == "":
-				warns = append(warns, where+": locality unknown (numa_node -1, no local_cpulist); Cores= omitted, Slurm treats every core as local")
+			case cpus.IsEmpty():
+				warns = append(warns, where+": locality unknown (numa_node -1, no NVML CPU affinity, no local_cpulist); Cores= omitted, Slurm treats every core as local")
 			case l.Cores.IsEmpty():
 				warns = append(warns, fmt.Sprintf("%s: its CPUs %s (%s) are on no known core; Cores= omitted", where, cpus, src))
 			}
@@ -231,26 +235,6 @@ func CoreIndex(c topology.CPUInfo) map[int]int {
 		idx++
 	}
 	return out
-}
-
-// localCPUs returns the CPUs local to g and where they came from ("" when
-// none is known): the PCI local_cpulist, else NVML's CPU affinity, else
-// the CPUs of the GPU's NUMA node.
-func localCPUs(n topology.Node, g topology.GPU) (cpuset.Set, string) {
-	if !g.LocalCPUs.IsEmpty() {
-		return g.LocalCPUs, "local_cpulist"
-	}
-	if !g.NVMLCPUAffinity.IsEmpty() {
-		return g.NVMLCPUAffinity, "NVML CPU affinity"
-	}
-	if g.NUMANode != nil {
-		for _, nn := range n.NUMANodes {
-			if nn.ID == *g.NUMANode && !nn.CPUs.IsEmpty() {
-				return nn.CPUs, fmt.Sprintf("NUMA node %d", nn.ID)
-			}
-		}
-	}
-	return cpuset.Set{}, ""
 }
 
 // linkMatrix returns, per GPU of gpus (in that order), its Links= entries;

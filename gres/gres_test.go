@@ -9,13 +9,13 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
 func node(t *testing.T, machine string) topology.Node {
 	t.Helper()
-	n, err := discover.Discover(discover.Options{Root: fakesys.Root(t, machine)})
+	n, err := discover.Discover(discover.Options{Root: fakesystest.Root(t, machine)})
 	if err != nil {
 		t.Fatalf("discover %s: %v", machine, err)
 	}
@@ -131,6 +131,11 @@ func TestGresConfDegraded(t *testing.T) {
 	n.GPUs[2].NVMLCPUAffinity = cpuset.Set{}
 	n.GPUs[5].Minor = nil
 	n.GPUs[5].Model = ""
+	n.Warnings = nil
+	warns0 := topology.ResolveLocality(&n)
+	if len(warns0) != 1 || !strings.Contains(warns0[0], "GPU 2 (0000:52:00.0): no source gives its CPUs") {
+		t.Errorf("locality warnings %q", warns0)
+	}
 	lines, warns, err := GresConf(n, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +237,7 @@ func TestTypeName(t *testing.T) {
 // minor number (/proc/driver/nvidia/gpus/<bus id>/information): Type= and
 // File= as with NVML, and no warning about either. Links= needs NVML.
 func TestGresConfFromProcfs(t *testing.T) {
-	root := fakesys.Root(t, "dgx-h100")
+	root := fakesystest.Root(t, "dgx-h100")
 	if err := os.Remove(filepath.Join(root, "nvml.json")); err != nil {
 		t.Fatal(err)
 	}

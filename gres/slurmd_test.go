@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 )
 
 // slurmdLayout is a fixture's CPU layout for slurm.conf, written by hand
@@ -51,7 +53,7 @@ func requireSlurmd(t *testing.T) string {
 		why = "not root: the stand-in device nodes need mknod"
 	}
 	if why != "" {
-		if os.Getenv("CI") != "" {
+		if testenv.InCI() {
 			t.Fatalf("CI is set but slurmd cannot run: %s", why)
 		}
 		t.Skip(why)

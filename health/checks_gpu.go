@@ -12,13 +12,13 @@ var allChecks = []Check{
 	{"gpu.count", GroupGPU, "GPU count and model: the expected number, all the same model", checkGPUCount},
 	{"gpu.visible", GroupGPU, "every GPU on the PCI bus answers NVML; none lost", checkGPUVisible},
 	{"gpu.pcie_link", GroupGPU, "GPU PCIe link at its maximum width", checkPCIeLink},
-	{"gpu.row_remap", GroupGPU, "no row remapping pending or failed", checkRowRemap},
-	{"gpu.ecc", GroupGPU, "no uncorrectable volatile ECC errors", checkECC},
-	{"gpu.retired_pages", GroupGPU, "no page retirement pending, fewer than 63 retired pages", checkRetiredPages},
+	{"gpu.row_remap", GroupGPU, "no row remapping pending or failed", needsNVML(checkRowRemap)},
+	{"gpu.ecc", GroupGPU, "no uncorrectable volatile ECC errors", needsNVML(checkECC)},
+	{"gpu.retired_pages", GroupGPU, "no page retirement pending, fewer than 63 retired pages", needsNVML(checkRetiredPages)},
 	{"gpu.xid", GroupGPU, "no fatal XID in the kernel log since boot", checkXID},
-	{"gpu.recovery_action", GroupGPU, "NVML asks for no recovery action", checkRecoveryAction},
-	{"gpu.fabric", GroupGPU, "NVSwitch fabric registration completed and successful", checkFabric},
-	{"gpu.persistence", GroupGPU, "persistence mode on", checkPersistence},
+	{"gpu.recovery_action", GroupGPU, "NVML asks for no recovery action", needsNVML(checkRecoveryAction)},
+	{"gpu.fabric", GroupGPU, "NVSwitch fabric registration completed and successful", needsNVML(checkFabric)},
+	{"gpu.persistence", GroupGPU, "persistence mode on", needsNVML(checkPersistence)},
 	{"nvlink.active", GroupGPU, "every GPU has the expected number of active NVLinks", checkNVLinkActive},
 	{"nic.count", GroupFabric, "the expected number of compute NICs; one per selected GPU", checkNICCount},
 	{"nic.port_state", GroupFabric, "compute NIC ports ACTIVE and LinkUp", checkPortState},
@@ -27,6 +27,19 @@ var allChecks = []Check{
 	{"nic.firmware", GroupFabric, "all compute NICs run one firmware version", checkFirmware},
 	{"topo.aligned", GroupFabric, "every GPU has a compute NIC at PXB or better, never across sockets", checkAligned},
 	{"topo.gdr", GroupFabric, "GPUDirect RDMA available: nvidia_peermem loaded or dma-buf", checkGDR},
+}
+
+// needsNVML runs a check that reads NVML's answers only where NVML
+// answered: where it failed, the check is not run and says so (gpu.visible
+// fails the gate), instead of reading the missing answers as "not
+// supported".
+func needsNVML(run func(context.Context, *Input) Result) func(context.Context, *Input) Result {
+	return func(ctx context.Context, in *Input) Result {
+		if in.Node.NVML.Failed && len(in.gpus) > 0 {
+			return skip("not checked: NVML failed (%s); gpu.visible fails", orUnknown(in.Node.NVML.Error))
+		}
+		return run(ctx, in)
+	}
 }
 
 func checkGPUCount(_ context.Context, in *Input) Result {
@@ -70,7 +83,10 @@ func checkGPUCount(_ context.Context, in *Input) Result {
 		if e.GPUs.Model != "" {
 			var bad []string
 			for _, g := range in.gpus {
-				if g.Model != "" && g.Model != e.GPUs.Model {
+				switch {
+				case g.Model == "":
+					bad = append(bad, fmt.Sprintf("%s: model unknown (%s), expected %s: cannot verify", gpuName(g), nvmlState(in.Node), e.GPUs.Model))
+				case g.Model != e.GPUs.Model:
 					bad = append(bad, fmt.Sprintf("%s is %s, expected %s", gpuName(g), g.Model, e.GPUs.Model))
 				}
 			}
@@ -91,8 +107,18 @@ func checkGPUCount(_ context.Context, in *Input) Result {
 }
 
 func checkGPUVisible(_ context.Context, in *Input) Result {
-	if in.Node.NVML.Source == "none" || in.Node.NVML.Source == "" {
-		return skip("NVML not available (%s): cannot compare it with the PCI bus", orUnknown(in.Node.NVML.Error))
+	if len(in.gpus) == 0 {
+		return skip("no GPU on the PCI bus to compare NVML with")
+	}
+	if nv := in.Node.NVML; nv.Source == "none" || nv.Source == "" {
+		if !nv.Failed {
+			// Only a replayed root without nvml.json: nothing of NVML
+			// was captured for it.
+			return skip("NVML not captured for this root (%s): cannot compare it with the PCI bus", orUnknown(nv.Error))
+		}
+		return Result{Verdict: Fail,
+			Reason: fmt.Sprintf("NVML failed (%s): the %s on the PCI bus cannot be checked", orUnknown(nv.Error), plural(len(in.gpus), "GPU")),
+			Hint:   nvmlHint(nv.Error)}
 	}
 	var bad []string
 	for _, g := range in.gpus {
@@ -108,6 +134,24 @@ func checkGPUVisible(_ context.Context, in *Input) Result {
 	}
 	return verdictOf(bad, Fail, "reset the GPU (nvidia-smi -r) or reboot; look for XID 79 in dmesg",
 		fmt.Sprintf("all %s answer NVML", plural(len(in.gpus), "GPU")))
+}
+
+// nvmlHint says what to do about an NVML initialisation failure, by the
+// nvml.Return its error names.
+func nvmlHint(err string) string {
+	switch {
+	case strings.Contains(err, "ERROR_LIB_RM_VERSION_MISMATCH"):
+		return "the NVML library and the loaded nvidia kernel module differ (a driver upgrade without a reboot): reboot, or unload and reload the nvidia modules"
+	case strings.Contains(err, "ERROR_DRIVER_NOT_LOADED"):
+		return "the nvidia kernel module is not loaded: modprobe nvidia, and see dmesg for why it did not load"
+	case strings.Contains(err, "ERROR_NO_PERMISSION"):
+		return "no permission to talk to the driver: run as root or fix the permissions of /dev/nvidia*"
+	case strings.Contains(err, "ERROR_LIBRARY_NOT_FOUND"):
+		return "libnvidia-ml.so.1 was not found: install the driver's NVML library; in a container, run it with the NVIDIA container toolkit"
+	case strings.Contains(err, "ERROR_FUNCTION_NOT_FOUND"):
+		return "the NVML library is older than the calls gpuaffinity needs: install a matching driver"
+	}
+	return "nvidia-smi will show the same failure; look for XIDs in dmesg, then reset the GPUs or reboot"
 }
 
 func checkPCIeLink(_ context.Context, in *Input) Result {
@@ -128,8 +172,12 @@ func checkPCIeLink(_ context.Context, in *Input) Result {
 			bad = append(bad, fmt.Sprintf("%s PCIe link x%d of x%d", gpuName(g), w, mw))
 			continue
 		}
-		if e := in.Expect; e != nil && e.GPUs.PCIeWidth > 0 && w > 0 && w < e.GPUs.PCIeWidth {
-			bad = append(bad, fmt.Sprintf("%s PCIe link x%d, expected x%d", gpuName(g), w, e.GPUs.PCIeWidth))
+		if e := in.Expect; e != nil && e.GPUs.PCIeWidth > 0 && w < e.GPUs.PCIeWidth {
+			if w == 0 {
+				bad = append(bad, fmt.Sprintf("%s PCIe link width unknown, expected x%d: cannot verify", gpuName(g), e.GPUs.PCIeWidth))
+			} else {
+				bad = append(bad, fmt.Sprintf("%s PCIe link x%d, expected x%d", gpuName(g), w, e.GPUs.PCIeWidth))
+			}
 			continue
 		}
 		if g.PCIe.Gen > 0 && g.PCIe.MaxGen > 0 && g.PCIe.Gen < g.PCIe.MaxGen {
@@ -304,7 +352,22 @@ func checkNVLinkActive(_ context.Context, in *Input) Result {
 			}
 		}
 	}
+	if in.Expect != nil && want > 0 {
+		// Expected links must be seen on every selected GPU.
+		var blind []string
+		for _, g := range in.gpus {
+			if !g.NVLinkVisible {
+				blind = append(blind, fmt.Sprintf("%s: %d NVLinks expected, none visible (%s): cannot verify", gpuName(g), want, nvmlState(in.Node)))
+			}
+		}
+		if len(blind) > 0 {
+			return verdictOf(blind, Fail, "NVML must answer for the expected NVLinks: see gpu.visible", "")
+		}
+	}
 	if visible == 0 {
+		if in.Node.NVML.Failed {
+			return skip("NVLinks not visible: NVML failed (%s); gpu.visible fails", orUnknown(in.Node.NVML.Error))
+		}
 		return skip("NVLinks not visible (NVML NOT_SUPPORTED: VM or PCIe card)")
 	}
 	if want == 0 {
@@ -336,6 +399,17 @@ func checkNVLinkActive(_ context.Context, in *Input) Result {
 	}
 	return verdictOf(bad, Fail, "nvidia-smi nvlink -s; reset the GPU, then reseat or RMA (an NVLink down breaks NCCL's ring and NVLS)",
 		fmt.Sprintf("%s with %d active NVLinks each", plural(checked, "GPU"), want))
+}
+
+// nvmlState says why NVML answers are missing, for reasons.
+func nvmlState(n topology.Node) string {
+	switch nv := n.NVML; {
+	case nv.Failed:
+		return "NVML failed: " + orUnknown(nv.Error)
+	case nv.Source == "none" || nv.Source == "":
+		return "no NVML: " + orUnknown(nv.Error)
+	}
+	return "NVML does not report it"
 }
 
 func orUnknown(s string) string {

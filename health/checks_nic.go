@@ -3,8 +3,6 @@ package health
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -36,6 +34,17 @@ func checkNICCount(_ context.Context, in *Input) Result {
 			fmt.Sprintf("%s paired with the %d selected GPUs", plural(len(in.nics), "compute NIC"), len(in.gpus)))
 	}
 	have := in.computeCount()
+	if e := in.Expect; e != nil && e.NICs.Fabric != "" {
+		var bad []string
+		for _, c := range in.Node.NICs {
+			if c.Role == topology.RoleCompute && string(c.Fabric) != e.NICs.Fabric {
+				bad = append(bad, fmt.Sprintf("compute NIC %s is %s, expected %s", c.Name, c.Fabric, e.NICs.Fabric))
+			}
+		}
+		if len(bad) > 0 {
+			return verdictOf(bad, Fail, "the node is not the hardware the expectations were learned on, or a NIC's link layer changed (mlxconfig LINK_TYPE)", "")
+		}
+	}
 	if e := in.Expect; e != nil && e.NICs.ComputeCount > 0 {
 		if have != e.NICs.ComputeCount {
 			return Result{Verdict: Fail, Reason: fmt.Sprintf("%d compute NICs, expected %d", have, e.NICs.ComputeCount),
@@ -137,8 +146,13 @@ func checkRate(_ context.Context, in *Input) Result {
 	}
 	var bad []string
 	for _, c := range in.nics {
-		if r := nicRate(c); r > 0 && r < want {
+		switch r := nicRate(c); {
+		case r > 0 && r < want:
 			bad = append(bad, fmt.Sprintf("NIC %s (%s) at %s Gb/s, expected %s", c.Name, c.BusID, fmtRate(r), fmtRate(want)))
+		case r == 0 && c.Healthy() && in.Expect != nil && in.Expect.NICs.RateGbps > 0:
+			// Up, or of unknown state, yet no rate: the expectation
+			// cannot be held (a down port is nic.port_state's).
+			bad = append(bad, fmt.Sprintf("NIC %s (%s) reports no rate, expected %s Gb/s: cannot verify", c.Name, c.BusID, fmtRate(want)))
 		}
 	}
 	return verdictOf(bad, Fail, "the link trained down: reseat or replace the cable/transceiver, check the switch port speed",
@@ -182,7 +196,7 @@ func checkNICErrors(ctx context.Context, in *Input) Result {
 	}
 	first := map[portKey]map[string]uint64{}
 	for _, k := range keys {
-		if v, err := rdma.ReadPortCounters(in.Root, k.dev, k.port, rdma.ErrorCounters); err == nil {
+		if v, err := in.Reader.PortCounters(k.dev, k.port, rdma.ErrorCounters); err == nil {
 			first[k] = v
 		}
 	}
@@ -198,7 +212,7 @@ func checkNICErrors(ctx context.Context, in *Input) Result {
 		if !ok {
 			continue
 		}
-		b, err := rdma.ReadPortCounters(in.Root, k.dev, k.port, rdma.ErrorCounters)
+		b, err := in.Reader.PortCounters(k.dev, k.port, rdma.ErrorCounters)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("NIC %s port %d: counters unreadable on the second read: %v", k.dev, k.port, err))
 			continue
@@ -224,12 +238,16 @@ func checkFirmware(_ context.Context, in *Input) Result {
 			byVer[c.FirmwareVersion] = append(byVer[c.FirmwareVersion], c.Name)
 		}
 	}
-	if len(byVer) == 0 {
-		return skip("compute NICs report no firmware version")
-	}
 	want := ""
 	if in.Expect != nil {
 		want = in.Expect.NICs.Firmware
+	}
+	if len(byVer) == 0 {
+		if want != "" && len(in.nics) > 0 {
+			return Result{Verdict: Fail, Reason: fmt.Sprintf("compute NICs report no firmware version, expected %s: cannot verify", want),
+				Hint: "fw_ver is unreadable under class/infiniband: check the RDMA driver"}
+		}
+		return skip("compute NICs report no firmware version")
 	}
 	if want == "" {
 		// The majority version is taken as the right one.
@@ -310,7 +328,9 @@ func checkAligned(_ context.Context, in *Input) Result {
 
 // checkGDR: GPUDirect RDMA needs nvidia_peermem loaded, or dma-buf: an
 // NVIDIA driver of R515 or later with a kernel of 5.12 or later
-// (ib_umem_dmabuf). EFA carries its own GPUDirect support.
+// (ib_umem_dmabuf). EFA carries its own GPUDirect support. The modules,
+// kernel release and driver version are discovery's (Node.Kernel,
+// Node.Driver).
 func checkGDR(_ context.Context, in *Input) Result {
 	var rdmaNICs []topology.NIC
 	efa := true
@@ -326,14 +346,14 @@ func checkGDR(_ context.Context, in *Input) Result {
 	if len(in.gpus) == 0 {
 		return skip("no NVIDIA GPU")
 	}
-	if fi, err := os.Stat(filepath.Join(in.Root, "sys/module/nvidia_peermem")); err == nil && fi.IsDir() {
+	if slices.Contains(in.Node.Kernel.Modules, "nvidia_peermem") {
 		return Result{Verdict: Pass, Reason: "nvidia_peermem loaded"}
 	}
 	if efa {
 		return Result{Verdict: Pass, Reason: "EFA: GPUDirect RDMA through the efa driver (nvidia_peermem not needed)"}
 	}
 	drv := driverMajor(in.Node.Driver.Version)
-	kmaj, kmin, kok := kernelVersion(in.Root)
+	kmaj, kmin, kok := kernelVersion(in.Node.Kernel.Release)
 	if drv >= 515 && kok && (kmaj > 5 || kmaj == 5 && kmin >= 12) {
 		return Result{Verdict: Pass, Reason: fmt.Sprintf("dma-buf: driver %s (%s), kernel %d.%d (nvidia_peermem not loaded)", in.Node.Driver.Version, in.Node.Driver.Source, kmaj, kmin)}
 	}
@@ -357,12 +377,11 @@ func driverMajor(v string) int {
 	return n
 }
 
-func kernelVersion(root string) (int, int, bool) {
-	b, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/osrelease"))
-	if err != nil {
-		return 0, 0, false
-	}
-	f := strings.FieldsFunc(strings.TrimSpace(string(b)), func(r rune) bool { return r == '.' || r == '-' })
+// kernelVersion is the major and minor number of a kernel release
+// ("5.15.0-1042-nvidia"); ok is false for "" or a release that does not
+// start with them.
+func kernelVersion(release string) (int, int, bool) {
+	f := strings.FieldsFunc(strings.TrimSpace(release), func(r rune) bool { return r == '.' || r == '-' })
 	if len(f) < 2 {
 		return 0, 0, false
 	}

@@ -3,7 +3,6 @@ package health
 import (
 	"bytes"
 	"fmt"
-	"os"
 
 	"go.yaml.in/yaml/v3"
 
@@ -68,17 +67,15 @@ func (e Expect) YAML() ([]byte, error) {
 	return b.Bytes(), enc.Close()
 }
 
-// LoadExpect reads an expectations file; unknown keys are an error.
-func LoadExpect(path string) (*Expect, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// ParseExpect parses an expectations file's contents (as Expect.YAML
+// writes them; the caller reads the file); name names it in errors.
+// Unknown keys are an error.
+func ParseExpect(data []byte, name string) (*Expect, error) {
 	var e Expect
-	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &e, nil
 }

@@ -1,5 +1,6 @@
 // Package health checks a GPU node's health from its discovered topology
-// (topology.Node), the kernel log and RDMA port counters: GPU count and
+// (topology.Node), the kernel log and RDMA port counters (read through a
+// Reader; the checks read no file themselves): GPU count and
 // visibility, PCIe link width, NVML memory and fabric health, fatal XIDs,
 // NVLinks, compute NIC ports, rates, error counters and firmware, GPU↔NIC
 // alignment and GPUDirect RDMA prerequisites. Every check has a stable id
@@ -101,7 +102,9 @@ type Check struct {
 // Options configure a run.
 type Options struct {
 	// Root is the filesystem root the node was discovered under ("/" for
-	// the live host); the kernel log and counters are read under it.
+	// the live host); the default Reader reads the kernel log and port
+	// counters under it. Checks read no file themselves: the rest comes
+	// from the Node.
 	Root      string
 	Profile   Profile // "" means Pretrain
 	MultiNode bool
@@ -118,8 +121,13 @@ type Options struct {
 	// "timed out". 0 means 10 s.
 	Timeout time.Duration
 	// Kmsg is the kernel log to scan for XIDs; "" means /dev/kmsg on the
-	// live root and <root>/dev/kmsg elsewhere.
+	// live root and <root>/dev/kmsg elsewhere. Only the default Reader
+	// uses it.
 	Kmsg string
+	// Reader reads the port counters and the kernel log; nil means
+	// NewReader(Root, Kmsg, nil). The agent passes one built on the
+	// exporter's rdma.CounterReader; tests pass their own.
+	Reader Reader
 	// Only, when not empty, runs only the checks with these ids.
 	Only []string
 	// Sleep waits between counter reads (tests replace it).
@@ -184,6 +192,9 @@ func Run(ctx context.Context, n topology.Node, opts Options) (Report, error) {
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = sleepCtx
+	}
+	if opts.Reader == nil {
+		opts.Reader = NewReader(opts.Root, opts.Kmsg, nil)
 	}
 	for _, id := range opts.Only {
 		if !slices.ContainsFunc(allChecks, func(c Check) bool { return c.ID == id }) {

@@ -2,14 +2,19 @@ package health
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -18,7 +23,7 @@ func ptr[T any](v T) *T { return &v }
 // healthyRoot builds a fixture root with nvidia_peermem loaded.
 func healthyRoot(t *testing.T, machine string) string {
 	t.Helper()
-	root := fakesys.Root(t, machine)
+	root := fakesystest.Root(t, machine)
 	if err := os.MkdirAll(filepath.Join(root, "sys/module/nvidia_peermem"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +177,7 @@ func TestFailures(t *testing.T) {
 			n.Pairs[2].Class = topology.ClassSYS
 		}},
 		{"topo.gdr", "nvidia_peermem not loaded", Fail, func(t *testing.T, root string, n *topology.Node) {
-			os.RemoveAll(filepath.Join(root, "sys/module/nvidia_peermem"))
-			os.Remove(filepath.Join(root, "proc/sys/kernel/osrelease")) // no dma-buf fallback either
+			n.Kernel = topology.KernelInfo{Modules: []string{"nvidia"}} // no release: no dma-buf fallback either
 		}},
 	}
 	for _, c := range cases {
@@ -320,29 +324,163 @@ func TestSelection(t *testing.T) {
 	}
 }
 
+// topo.gdr reads discovery's Node.Kernel and Node.Driver, no file: the
+// root given does not exist.
 func TestGDRRules(t *testing.T) {
-	root := fakesys.Root(t, "dgx-h100")
-	// The DGX fixture loads nvidia_peermem and names its kernel: take
-	// both away to walk the rules.
-	os.RemoveAll(filepath.Join(root, "sys/module/nvidia_peermem"))
-	os.Remove(filepath.Join(root, "proc/sys/kernel/osrelease"))
-	n := discoverRoot(t, root)
-	gdr := func() Result { return run(t, n, Options{Root: root, Only: []string{"topo.gdr"}}).Results[0] }
-	if r := gdr(); r.Verdict != Fail || !strings.Contains(r.Reason, "kernel version is unknown") {
-		t.Errorf("no peermem, no kernel: %s", r.Reason)
+	n0 := discoverRoot(t, fakesystest.Root(t, "dgx-h100"))
+	if !slices.Contains(n0.Kernel.Modules, "nvidia_peermem") || n0.Kernel.Release == "" {
+		t.Fatalf("the DGX fixture loads nvidia_peermem and names its kernel: %+v", n0.Kernel)
 	}
-	write(t, root, "proc/sys/kernel/osrelease", "6.8.0-45-generic")
-	if r := gdr(); r.Verdict != Pass || !strings.Contains(r.Reason, "dma-buf") {
-		t.Errorf("dma-buf: %s", r.Reason)
+	for _, c := range []struct {
+		name    string
+		kernel  topology.KernelInfo
+		driver  string
+		verdict Verdict
+		want    string
+	}{
+		{"peermem", topology.KernelInfo{Release: "5.4.0-100-generic", Modules: []string{"nvidia", "nvidia_peermem"}}, "470.256.02", Pass, "nvidia_peermem loaded"},
+		{"no peermem, no kernel", topology.KernelInfo{Modules: []string{"nvidia"}}, "550.54.15", Fail, "kernel version is unknown"},
+		{"dma-buf", topology.KernelInfo{Release: "6.8.0-45-generic"}, "550.54.15", Pass, "dma-buf: driver 550.54.15"},
+		{"old kernel", topology.KernelInfo{Release: "5.4.0-100-generic"}, "550.54.15", Fail, "kernel 5.4 is older than 5.12"},
+		{"535 on 5.4", topology.KernelInfo{Release: "5.4.0-100-generic", Modules: []string{"nvidia", "nvidia_uvm"}}, "535.183.01", Fail, "kernel 5.4 is older than 5.12"},
+		{"535 on 6.5", topology.KernelInfo{Release: "6.5.0-1024-oem", Modules: []string{"nvidia", "nvidia_uvm"}}, "535.183.01", Pass, "kernel 6.5"},
+		{"old driver", topology.KernelInfo{Release: "6.5.0-1024-oem"}, "470.256.02", Fail, "older than R515"},
+		{"no driver", topology.KernelInfo{Release: "6.5.0-1024-oem"}, "", Fail, "driver version is unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := n0
+			n.Kernel = c.kernel
+			n.Driver = topology.DriverInfo{Version: c.driver, Source: "nvml"}
+			r := run(t, n, Options{Root: "/nonexistent", Only: []string{"topo.gdr"}}).Results[0]
+			if r.Verdict != c.verdict || !strings.Contains(r.Reason, c.want) {
+				t.Errorf("%s %q, want %s containing %q", r.Verdict, r.Reason, c.verdict, c.want)
+			}
+		})
 	}
-	write(t, root, "proc/sys/kernel/osrelease", "5.4.0-100-generic")
-	if r := gdr(); r.Verdict != Fail || !strings.Contains(r.Reason, "older than 5.12") {
-		t.Errorf("old kernel: %s", r.Reason)
+}
+
+// fakeReader is a Reader of chosen port counters and kernel log.
+type fakeReader struct {
+	mu       sync.Mutex
+	counters map[string]map[string]uint64 // "mlx5_0/1": name: value
+	kmsg     string
+	kmsgErr  error
+	reads    int // PortCounters calls
+}
+
+func (f *fakeReader) PortCounters(dev string, port int, names []string) (map[string]uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	c, ok := f.counters[fmt.Sprintf("%s/%d", dev, port)]
+	if !ok {
+		return nil, fmt.Errorf("%s port %d: no counters: %w", dev, port, fs.ErrNotExist)
+	}
+	out := map[string]uint64{}
+	for _, name := range names {
+		if v, ok := c[name]; ok {
+			out[name] = v
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeReader) KernelLog(context.Context) ([]byte, error) { return []byte(f.kmsg), f.kmsgErr }
+
+func (f *fakeReader) set(key, name string, v uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counters[key][name] = v
+}
+
+// nic.errors sees a counter increase through a replaced Reader; no file
+// is read (the root does not exist).
+func TestNICErrorsReader(t *testing.T) {
+	n := discoverRoot(t, fakesystest.Root(t, "dgx-h100"))
+	zero := func() map[string]uint64 {
+		return map[string]uint64{"symbol_error": 0, "link_downed": 0, "excessive_buffer_overrun_errors": 0, "local_link_integrity_errors": 0}
+	}
+	f := &fakeReader{counters: map[string]map[string]uint64{}}
+	for _, c := range n.NICs {
+		if c.Role == topology.RoleCompute {
+			for _, p := range c.Ports {
+				f.counters[fmt.Sprintf("%s/%d", c.RDMADevice, p.Port)] = zero()
+			}
+		}
+	}
+	if len(f.counters) != 8 {
+		t.Fatalf("%d compute ports, want 8", len(f.counters))
+	}
+	quiet := func(context.Context, time.Duration) error { return nil }
+	opts := Options{Root: "/nonexistent", Reader: f, Only: []string{"nic.errors"}, Interval: time.Second, Sleep: quiet}
+	if r := run(t, n, opts).Results[0]; r.Verdict != Pass || !strings.Contains(r.Reason, "8 ports") {
+		t.Errorf("quiet counters: %s %s", r.Verdict, r.Reason)
+	}
+	if f.reads != 16 {
+		t.Errorf("%d counter reads, want 2 per port", f.reads)
+	}
+	opts.Sleep = func(context.Context, time.Duration) error {
+		f.set("mlx5_3/1", "link_downed", 2)
+		f.set("mlx5_3/1", "local_link_integrity_errors", 5)
+		return nil
+	}
+	if r := run(t, n, opts).Results[0]; r.Verdict != Fail || r.Reason != "NIC mlx5_3 port 1: link_downed +2, local_link_integrity_errors +5 in 1s" {
+		t.Errorf("increase: %s %q", r.Verdict, r.Reason)
+	}
+	// A decrease (a counter reset) is no error; a port without counters
+	// is left out.
+	delete(f.counters, "mlx5_0/1")
+	opts.Sleep = func(context.Context, time.Duration) error { f.set("mlx5_3/1", "link_downed", 0); return nil }
+	if r := run(t, n, opts).Results[0]; r.Verdict != Pass || !strings.Contains(r.Reason, "7 ports") {
+		t.Errorf("reset and a port without counters: %s %s", r.Verdict, r.Reason)
+	}
+	f.counters = map[string]map[string]uint64{}
+	if r := run(t, n, opts).Results[0]; r.Verdict != Skip {
+		t.Errorf("no counters anywhere: %s %s", r.Verdict, r.Reason)
+	}
+}
+
+// gpu.xid reads the kernel log through the Reader.
+func TestXIDReader(t *testing.T) {
+	n := discoverRoot(t, fakesystest.Root(t, "dgx-h100"))
+	bus := strings.TrimSuffix(n.GPUs[2].BusID, ".0")
+	f := &fakeReader{kmsg: "4,1235,5679,-;NVRM: Xid (PCI:" + bus + "): 79, pid=1234, name=python, GPU has fallen off the bus.\n"}
+	opts := Options{Root: "/nonexistent", Reader: f, Only: []string{"gpu.xid"}}
+	if r := run(t, n, opts).Results[0]; r.Verdict != Fail || !strings.Contains(r.Reason, "GPU 2 ("+n.GPUs[2].BusID+") XID 79") {
+		t.Errorf("XID 79: %s %q", r.Verdict, r.Reason)
+	}
+	f.kmsg = ""
+	if r := run(t, n, opts).Results[0]; r.Verdict != Pass {
+		t.Errorf("quiet log: %s %q", r.Verdict, r.Reason)
+	}
+	f.kmsgErr = fs.ErrNotExist
+	if r := run(t, n, opts).Results[0]; r.Verdict != Skip || !strings.Contains(r.Reason, "no kernel log") {
+		t.Errorf("no log: %s %q", r.Verdict, r.Reason)
+	}
+	f.kmsgErr = fs.ErrPermission
+	if r := run(t, n, opts).Results[0]; r.Verdict != Skip || !strings.Contains(r.Reason, "CAP_SYSLOG") {
+		t.Errorf("no permission: %s %q", r.Verdict, r.Reason)
+	}
+}
+
+// The default Reader reads <root>/dev/kmsg and names it when absent.
+func TestDefaultReaderKmsg(t *testing.T) {
+	root := t.TempDir()
+	if _, err := NewReader(root, "", nil).KernelLog(context.Background()); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), filepath.Join(root, "dev/kmsg")) {
+		t.Errorf("missing kmsg: %v", err)
+	}
+	write(t, root, "dev/kmsg", "6,1,2,-;hello")
+	if b, err := NewReader(root, "", nil).KernelLog(context.Background()); err != nil || string(b) != "6,1,2,-;hello\n" {
+		t.Errorf("kmsg: %q, %v", b, err)
+	}
+	n := discoverRoot(t, fakesystest.Root(t, "h200-vm"))
+	if r := run(t, n, Options{Root: root + "/none", Only: []string{"gpu.xid"}}).Results[0]; r.Verdict != Skip || r.Reason != "no kernel log at "+root+"/none/dev/kmsg" {
+		t.Errorf("missing kmsg: %s %q", r.Verdict, r.Reason)
 	}
 }
 
 func TestNoNVLinkOrNVMLHealthSkips(t *testing.T) {
-	n := discoverRoot(t, fakesys.Root(t, "h200-vm"))
+	n := discoverRoot(t, fakesystest.Root(t, "h200-vm"))
 	rep := run(t, n, Options{Root: "/nonexistent"})
 	for _, id := range []string{"nvlink.active", "gpu.xid", "nic.port_state"} {
 		if r := result(t, rep, id); r.Verdict != Skip {
@@ -352,14 +490,12 @@ func TestNoNVLinkOrNVMLHealthSkips(t *testing.T) {
 }
 
 func TestLearnYAMLRoundTrip(t *testing.T) {
-	n := discoverRoot(t, fakesys.Root(t, "dgx-h100"))
+	n := discoverRoot(t, fakesystest.Root(t, "dgx-h100"))
 	b, err := Learn(n).YAML()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "e.yaml")
-	os.WriteFile(p, b, 0o644)
-	e, err := LoadExpect(p)
+	e, err := ParseExpect(b, "e.yaml")
 	if err != nil || *e != Learn(n) {
 		t.Fatalf("round trip: %v\n%s", err, b)
 	}
@@ -368,9 +504,8 @@ func TestLearnYAMLRoundTrip(t *testing.T) {
 			t.Errorf("learned YAML lacks %q:\n%s", want, b)
 		}
 	}
-	os.WriteFile(p, []byte("gpus:\n  cuont: 8\n"), 0o644)
-	if _, err := LoadExpect(p); err == nil {
-		t.Error("unknown key: want an error")
+	if _, err := ParseExpect([]byte("gpus:\n  cuont: 8\n"), "e.yaml"); err == nil || !strings.HasPrefix(err.Error(), "e.yaml: ") {
+		t.Errorf("unknown key: want an error naming the file, got %v", err)
 	}
 }
 

@@ -5,12 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // FatalXIDs fail gpu.xid: DCGM's health-watch FAIL set
@@ -58,70 +57,20 @@ func ParseKmsg(data []byte) []XIDEvent {
 	return out
 }
 
-// kmsgPath is where gpu.xid reads the kernel log.
-func (in *Input) kmsgPath() string {
-	if in.Kmsg != "" {
-		return in.Kmsg
-	}
-	return filepath.Join(in.Root, "dev/kmsg")
-}
-
-// ReadKmsg reads every record in a kernel log without blocking: it opens
-// path O_RDONLY|O_NONBLOCK and reads until EAGAIN (the live /dev/kmsg,
-// one record per read) or end of file (a fixture). EPIPE (records
-// overwritten while reading) is skipped. The os package is not used: it
-// would park a nonblocking character device in the poller and wait.
-func ReadKmsg(ctx context.Context, path string) ([]byte, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &pathError{path, err}
-	}
-	defer syscall.Close(fd)
-	var out []byte
-	buf := make([]byte, 64<<10)
-	for {
-		if ctx.Err() != nil {
-			return out, ctx.Err()
-		}
-		n, err := syscall.Read(fd, buf)
-		switch {
-		case errors.Is(err, syscall.EAGAIN):
-			return out, nil
-		case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.EINTR):
-			continue
-		case err != nil:
-			return out, &pathError{path, err}
-		case n == 0:
-			return out, nil
-		}
-		out = append(out, buf[:n]...)
-		if len(out) > 0 && out[len(out)-1] != '\n' && n < len(buf) {
-			// /dev/kmsg records end in a newline; keep records apart anyway.
-			out = append(out, '\n')
-		}
-	}
-}
-
-type pathError struct {
-	path string
-	err  error
-}
-
-func (e *pathError) Error() string { return e.path + ": " + e.err.Error() }
-func (e *pathError) Unwrap() error { return e.err }
-
 func checkXID(ctx context.Context, in *Input) Result {
-	path := in.kmsgPath()
-	data, err := ReadKmsg(ctx, path)
+	data, err := in.Reader.KernelLog(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Result{Verdict: Fail, Reason: "timed out reading " + path}
+			return Result{Verdict: Fail, Reason: "timed out reading the kernel log"}
 		}
-		if errors.Is(err, syscall.ENOENT) {
-			return skip("no kernel log at %s", path)
+		if errors.Is(err, fs.ErrNotExist) {
+			if pe := (*pathError)(nil); errors.As(err, &pe) {
+				return skip("no kernel log at %s", pe.path)
+			}
+			return skip("no kernel log: %v", err)
 		}
 		r := skip("cannot read the kernel log: %v", err)
-		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		if errors.Is(err, fs.ErrPermission) { // EACCES, EPERM
 			r.Reason += " (run as root, or allow CAP_SYSLOG)"
 		}
 		return r

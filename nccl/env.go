@@ -17,8 +17,11 @@ type EnvRequest struct {
 	// Rank is the local rank; nil renders the node-level variables only.
 	Rank *int
 	// CUDAVisibleDevices is the launcher's CUDA_VISIBLE_DEVICES; nil when
-	// unset. Entry [Rank] names the rank's GPU.
+	// unset. The rank's GPU is the one topology.Selection.Rank gives.
 	CUDAVisibleDevices *string
+	// RanksPerGPU is how many local ranks share one GPU (0 means 1): rank
+	// r drives device r/RanksPerGPU.
+	RanksPerGPU int
 	// TopoFile is the path NCCL_TOPO_FILE gets: a vendor file in use or
 	// the XML gpuaffinity wrote; "" for none.
 	TopoFile string
@@ -57,7 +60,7 @@ func (e Env) Get(name string) (string, bool) {
 var ErrRank = errors.New("cannot map local rank to a GPU")
 
 // ErrMIG is wrapped when CUDA_VISIBLE_DEVICES names a MIG instance.
-var ErrMIG = errors.New("MIG devices are not supported yet")
+var ErrMIG = topology.ErrMIG
 
 // efaRDMAFamilies are the instance families whose EFA does RDMA reads and
 // writes (FI_EFA_USE_DEVICE_RDMA=1 is valid there): aws-ofi-nccl's GDR
@@ -70,7 +73,7 @@ func BuildEnv(n topology.Node, req EnvRequest) (Env, error) {
 	b := &envBuilder{n: n, env: Env{Rank: req.Rank}}
 	var gpu *topology.GPU
 	if req.Rank != nil {
-		g, err := envRankGPU(n, *req.Rank, req.CUDAVisibleDevices)
+		g, err := RankGPU(n, *req.Rank, req.RanksPerGPU, req.CUDAVisibleDevices)
 		if err != nil {
 			return Env{}, err
 		}
@@ -446,27 +449,30 @@ func (b *envBuilder) rank(g topology.GPU) {
 	nics := envPairNICs(n, g.Index)
 	b.set("GPUAFFINITY_NICS", strings.Join(nics, ","))
 
-	allowed := n.CPU.Allowed
-	cpus := g.LocalCPUs.Intersect(allowed)
-	if cpus.IsEmpty() {
-		cpus = g.NVMLCPUAffinity.Intersect(allowed)
-		switch {
-		case !cpus.IsEmpty():
-			b.warn("GPU %d: its local CPUs (%s) have none this process may use (%s): GPUAFFINITY_CPUS from NVML's affinity", g.Index, envCPUList(g.LocalCPUs), envCPUList(allowed))
-		default:
-			cpus = allowed
-			b.warn("GPU %d: neither its local CPUs (%s) nor NVML's affinity (%s) meet the allowed CPUs (%s): GPUAFFINITY_CPUS is every allowed CPU",
-				g.Index, envCPUList(g.LocalCPUs), envCPUList(g.NVMLCPUAffinity), envCPUList(allowed))
-		}
+	// The GPU's CPUs and node are its resolved Locality (one answer for
+	// every command), cut to the CPUs this process may use.
+	b.env.Warnings = append(b.env.Warnings, n.GPUWarnings(g)...)
+	loc, allowed := g.Locality, n.CPU.Allowed
+	cpus := loc.CPUs.Intersect(allowed)
+	switch {
+	case !cpus.IsEmpty():
+	case loc.CPUs.IsEmpty():
+		cpus = allowed
+		b.warn("GPU %d: its CPUs are unknown (locality %s): GPUAFFINITY_CPUS is every allowed CPU", g.Index, loc.Source)
+	default:
+		cpus = allowed
+		b.warn("GPU %d: none of its CPUs (%s, from %s) are allowed (%s): GPUAFFINITY_CPUS is every allowed CPU",
+			g.Index, envCPUList(loc.CPUs), loc.Source, envCPUList(allowed))
 	}
 	if !cpus.IsEmpty() {
 		b.set("GPUAFFINITY_CPUS", cpus.String())
 	} else {
 		b.warn("GPU %d: no allowed CPU known: GPUAFFINITY_CPUS not set", g.Index)
 	}
-
-	if numa, ok := b.gpuNUMA(g); ok {
-		b.set("GPUAFFINITY_NUMA", strconv.Itoa(numa))
+	if loc.Node != nil {
+		b.set("GPUAFFINITY_NUMA", strconv.Itoa(*loc.Node))
+	} else {
+		b.warn("GPU %d: no single NUMA node (locality %s, nodes %s): GPUAFFINITY_NUMA not set", g.Index, loc.Source, envCPUList(cpuset.Of(loc.NUMANodes...)))
 	}
 
 	var ucx []string
@@ -489,25 +495,6 @@ func (b *envBuilder) rank(g topology.GPU) {
 	}) {
 		b.warn("GPU %d: its NICs %s have no ACTIVE port: UCX_NET_DEVICES not set", g.Index, strings.Join(nics, ","))
 	}
-}
-
-// gpuNUMA is the GPU's NUMA node; where sysfs does not know it, the only
-// NUMA node with CPUs when there is exactly one.
-func (b *envBuilder) gpuNUMA(g topology.GPU) (int, bool) {
-	if g.NUMANode != nil {
-		return *g.NUMANode, true
-	}
-	var withCPUs []int
-	for _, nn := range b.n.NUMANodes {
-		if !nn.MemoryOnly() {
-			withCPUs = append(withCPUs, nn.ID)
-		}
-	}
-	if len(withCPUs) == 1 {
-		return withCPUs[0], true
-	}
-	b.warn("GPU %d: NUMA node unknown (numa_node -1) and %d NUMA nodes have CPUs: GPUAFFINITY_NUMA not set", g.Index, len(withCPUs))
-	return 0, false
 }
 
 // envComputeNICs returns the compute NICs of the given fabrics, in NIC

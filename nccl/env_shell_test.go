@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 )
 
 var envShells = []string{"bash", "dash", "zsh"}
@@ -21,7 +22,7 @@ func envShell(t *testing.T, shell string) string {
 	t.Helper()
 	p, err := exec.LookPath(shell)
 	if err != nil {
-		if os.Getenv("CI") != "" {
+		if testenv.InCI() {
 			t.Fatalf("%s not installed (CI is set: the shell-safety test must run on every shell)", shell)
 		}
 		t.Skipf("%s not installed: install it to run the shell-safety test (make test does)", shell)
@@ -181,7 +182,7 @@ func TestEnvHostileNames(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.machine, func(t *testing.T) {
-			root := fakesys.Root(t, tc.machine)
+			root := fakesystest.Root(t, tc.machine)
 			for _, r := range tc.renames {
 				envRename(t, root, r[0], r[1], r[2])
 			}

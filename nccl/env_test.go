@@ -36,6 +36,7 @@ var envFixtures = []struct {
 	extra       []int // further ranks with an expected file
 }{
 	{"aws-p4d", "ens32", 7, 0, nil},
+	{"dgx-h100-numa-disagree", "enp4s0f0", 0, 1, nil},
 	{"aws-p5", "enp71s0", 7, 0, nil},
 	{"aws-p6-b200", "enp71s0", 7, 0, nil},
 	{"azure-nd-h100-v5", "eth0", 7, 0, nil},
@@ -58,7 +59,7 @@ var envFixtures = []struct {
 
 // envNoGPU are the fixtures without a GPU gpuaffinity supports: env fails
 // for every rank, naming what is on the bus.
-var envNoGPU = map[string]string{"amd-mi300x": "8 accelerator(s) on the PCI bus are not supported yet (AMD Instinct MI300X 1002:74a1 at 0000:05:00.0)"}
+var envNoGPU = map[string]string{"amd-mi300x": "8 accelerator(s) on the PCI bus are not supported yet: 8× AMD Instinct MI300X (1002:74a1, driver amdgpu) at 0000:05:00.0"}
 
 // envExpected reads a hand-written expectation, dropping # comment lines.
 func envExpected(t *testing.T, file string) string {
@@ -375,15 +376,20 @@ func TestEnvCPUsAndNUMA(t *testing.T) {
 	if len(e.Warnings) != 0 {
 		t.Errorf("warnings %q", e.Warnings)
 	}
-	// No local_cpulist: NVML's affinity.
+	// numa_node -1, no local_cpulist: NVML's affinity, held by node 0.
 	n.CPU.Allowed = cpuset.Range(0, 223)
 	n.GPUs[2].LocalCPUs = cpuset.Set{}
+	n.GPUs[2].NUMANode = nil
+	topology.ResolveLocality(&n)
 	e = envMustBuild(t, n, EnvRequest{Rank: envIntp(2)})
 	envMustGet(t, e, "GPUAFFINITY_CPUS", "0-55,112-167")
-	envWarned(t, e, "from NVML's affinity")
-	// NUMA unknown with two NUMA nodes with CPUs: omitted.
-	n.GPUs[2].NUMANode = nil
+	envMustGet(t, e, "GPUAFFINITY_NUMA", "0")
+	// Only a local_cpulist spanning both nodes: no NUMA node.
+	n.GPUs[2].NVMLCPUAffinity = cpuset.Set{}
+	n.GPUs[2].LocalCPUs = cpuset.Range(0, 223)
+	topology.ResolveLocality(&n)
 	e = envMustBuild(t, n, EnvRequest{Rank: envIntp(2)})
+	envMustGet(t, e, "GPUAFFINITY_CPUS", "0-223")
 	envMustUnset(t, e, "GPUAFFINITY_NUMA")
 	envWarned(t, e, "GPUAFFINITY_NUMA not set")
 }
@@ -424,10 +430,11 @@ func TestEnvRankMapping(t *testing.T) {
 	}{
 		{8, nil, []string{"local rank 8", "8 GPU(s)"}, ErrRank},
 		{-1, nil, []string{"local rank -1"}, ErrRank},
-		{2, envStrp("0,1"), []string{"local rank 2", `"0,1"`, "2 entries"}, ErrRank},
+		{2, envStrp("0,1"), []string{"local rank 2", `"0,1"`, "lists 2 GPU(s)"}, ErrRank},
 		{0, envStrp("9"), []string{"local rank 0", `"9"`, "GPU index 9"}, ErrRank},
 		{1, envStrp("0,9"), []string{"local rank 1", "GPU index 9"}, ErrRank},
-		{1, envStrp("9,0"), []string{"local rank 1", "entry 0", "CUDA then hides"}, ErrRank},
+		{1, envStrp("9,0"), []string{"local rank 1", "entry 0", "GPU index 9"}, ErrRank},
+		{2, envStrp("0,1,0"), []string{"local rank 2", "entry 2", "named twice"}, ErrRank},
 		{0, envStrp(""), []string{"local rank 0", "empty"}, ErrRank},
 		{0, envStrp("GPU-ffff"), []string{"local rank 0", `"GPU-ffff"`}, ErrRank},
 		{0, envStrp("GPU-dgxh100"), []string{"local rank 0", "matches the UUIDs of GPU 0 and GPU 1"}, ErrRank},

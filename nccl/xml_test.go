@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/ncclxml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -281,7 +282,7 @@ func TestXMLMatchesNCCLWalk(t *testing.T) {
 	for _, name := range fakesys.Machines() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			root := fakesys.Root(t, name)
+			root := fakesystest.Root(t, name)
 			n, err := discover.Discover(discover.Options{Root: root})
 			if err != nil {
 				t.Fatal(err)
@@ -600,7 +601,7 @@ func TestXMLTopoFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := discover.Discover(discover.Options{Root: fakesys.Root(t, "azure-nd-h100-v5"), TopoFile: ref})
+	n, err := discover.Discover(discover.Options{Root: fakesystest.Root(t, "azure-nd-h100-v5"), TopoFile: ref})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -260,36 +260,91 @@ func (r *CounterReader) readCounters(s *PortSample, dir string, want []string, e
 		if !e.Type().IsRegular() || (want != nil && !slices.Contains(want, e.Name())) {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
-		if r.isDisabled(path) {
+		v, o, err := r.readCounter(filepath.Join(dir, e.Name()))
+		switch o {
+		case counterOK:
+			out[e.Name()] = v
+		case counterDisabled:
 			s.Disabled++
-			continue
+		case counterBad:
+			*errs = append(*errs, err)
 		}
-		b, err := r.readFile(path)
-		switch {
-		case err == nil:
-		case errors.Is(err, syscall.EINVAL):
-			r.disable(path)
-			s.Disabled++
-			continue
-		case gone(err), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EOPNOTSUPP):
-			continue
-		default:
-			*errs = append(*errs, err) // an *fs.PathError names the file
-			continue
-		}
-		text := strings.TrimSpace(string(b))
-		if strings.HasPrefix(text, "N/A") { // "N/A (no PMA)"
-			continue
-		}
-		v, err := strconv.ParseUint(text, 10, 64)
-		if err != nil {
-			*errs = append(*errs, fmt.Errorf("%s: malformed counter %q", path, text))
-			continue
-		}
-		out[e.Name()] = v
 	}
 	return out
+}
+
+// PortCounters reads the named counters of one port, the files
+// <root>/sys/class/infiniband/<dev>/ports/<port>/counters/<name>, with the
+// reader's bounded reads (ReadFile). As in Read, a file that answers
+// EINVAL is remembered and never read again, and a counter whose file is
+// missing (EFA and some RoCE drivers keep only hw_counters), unreadable
+// for permission or support, answers "N/A" or was disabled is left out of
+// the map. A file that does not hold a number, or fails otherwise, is an
+// error naming it; the counters read are returned with it. When no
+// counter could be read and nothing failed, the error wraps
+// fs.ErrNotExist.
+//
+// It is the check-time read of the same reader the exporter scrapes with,
+// so both share one memory of EINVAL files.
+func (r *CounterReader) PortCounters(dev string, port int, names []string) (map[string]uint64, error) {
+	dir := filepath.Join(r.root(), "sys/class/infiniband", dev, "ports", strconv.Itoa(port), DirCounters)
+	out := make(map[string]uint64, len(names))
+	var errs []error
+	for _, name := range names {
+		if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+			errs = append(errs, fmt.Errorf("%s: %q is not a counter file name", dir, name))
+			continue
+		}
+		v, o, err := r.readCounter(filepath.Join(dir, name))
+		switch o {
+		case counterOK:
+			out[name] = v
+		case counterBad:
+			errs = append(errs, err)
+		}
+	}
+	if len(out) == 0 && len(errs) == 0 {
+		return nil, fmt.Errorf("%s: no counters: %w", dir, fs.ErrNotExist)
+	}
+	return out, errors.Join(errs...)
+}
+
+// counterOutcome is what reading one counter file gave.
+type counterOutcome int
+
+const (
+	counterOK       counterOutcome = iota
+	counterAbsent                  // missing, no permission, not supported, "N/A (no PMA)"
+	counterDisabled                // answered EINVAL, now or before
+	counterBad                     // unreadable otherwise, or not a number: the error says
+)
+
+// readCounter reads one counter file; the error is set for counterBad
+// and names the file.
+func (r *CounterReader) readCounter(path string) (uint64, counterOutcome, error) {
+	if r.isDisabled(path) {
+		return 0, counterDisabled, nil
+	}
+	b, err := r.readFile(path)
+	switch {
+	case err == nil:
+	case errors.Is(err, syscall.EINVAL):
+		r.disable(path)
+		return 0, counterDisabled, nil
+	case gone(err), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EOPNOTSUPP):
+		return 0, counterAbsent, nil
+	default:
+		return 0, counterBad, err // an *fs.PathError names the file
+	}
+	text := strings.TrimSpace(string(b))
+	if strings.HasPrefix(text, "N/A") { // "N/A (no PMA)"
+		return 0, counterAbsent, nil
+	}
+	v, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		return 0, counterBad, fmt.Errorf("%s: malformed counter %q", path, text)
+	}
+	return v, counterOK, nil
 }
 
 func (r *CounterReader) isDisabled(path string) bool {

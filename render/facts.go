@@ -78,32 +78,16 @@ func (f *facts) nicRef(name string) string {
 	return name
 }
 
-// gpuCPUs is a GPU's CPU affinity: the PCI function's local_cpulist, else
-// NVML's ideal affinity.
-func gpuCPUs(g topology.GPU) cpuset.Set {
-	if !g.LocalCPUs.IsEmpty() {
-		return g.LocalCPUs
-	}
-	return g.NVMLCPUAffinity
-}
+// gpuCPUs is a GPU's CPU affinity: its resolved Locality's CPUs.
+func gpuCPUs(g topology.GPU) cpuset.Set { return g.Locality.CPUs }
 
 // numaAffinity is what `nvidia-smi topo -m` prints as NUMA Affinity: the
-// device's numa_node when known, else the NUMA nodes whose CPUs meet its
-// CPU affinity, else "N/A".
-func numaAffinity(n topology.Node, node *int, cpus cpuset.Set) string {
-	if node != nil {
-		return strconv.Itoa(*node)
-	}
-	var ids []int
-	for _, nn := range n.NUMANodes {
-		if !nn.CPUs.Intersect(cpus).IsEmpty() {
-			ids = append(ids, nn.ID)
-		}
-	}
-	if len(ids) == 0 {
+// NUMA node(s) of the GPU's resolved Locality, else "N/A".
+func numaAffinity(g topology.GPU) string {
+	if len(g.Locality.NUMANodes) == 0 {
 		return "N/A"
 	}
-	return cpuset.Of(ids...).String()
+	return cpuset.Of(g.Locality.NUMANodes...).String()
 }
 
 // orNA prints "N/A" for an empty string.

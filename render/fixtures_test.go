@@ -16,10 +16,20 @@ var fixtures = []struct {
 	name string
 	node func() topology.Node
 }{
-	{"switch", switchNode},
-	{"vm", vmNode},
-	{"empty", emptyNode},
-	{"hostile", hostileNode},
+	{"switch", localized(switchNode)},
+	{"vm", localized(vmNode)},
+	{"empty", localized(emptyNode)},
+	{"hostile", localized(hostileNode)},
+}
+
+// localized resolves the GPUs' Locality of a hand-built node, as
+// discovery does (topology.Link): renderers read it, never re-derive it.
+func localized(build func() topology.Node) func() topology.Node {
+	return func() topology.Node {
+		n := build()
+		topology.ResolveLocality(&n)
+		return n
+	}
 }
 
 // switchNode is a two-socket bare-metal machine with one PCIe switch per

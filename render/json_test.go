@@ -60,7 +60,7 @@ func validUTF8(s string) string {
 
 // nullable lists the keys whose null means "unknown" in the contract;
 // every other value, lists above all, must not be null.
-var nullable = map[string]bool{"numa_node": true, "gpu_numa_id": true, "nvml_index": true, "minor": true, "socket": true,
+var nullable = map[string]bool{"numa_node": true, "node": true, "gpu_numa_id": true, "nvml_index": true, "minor": true, "socket": true,
 	// gpus[].health: nil where NVML is absent or answers NOT_SUPPORTED.
 	"persistence": true, "ecc_uncorrected_volatile": true, "ecc_uncorrected_aggregate": true,
 	"remapped_rows_correctable": true, "remapped_rows_uncorrectable": true, "remap_pending": true,

@@ -91,7 +91,7 @@ func writeMatrix(ew *errWriter, f *facts) marks {
 		if g.GPUNUMAID != nil {
 			gpuNUMA = strconv.Itoa(*g.GPUNUMAID)
 		}
-		cells = append(cells, orNA(cpus.String()), numaAffinity(n, g.NUMANode, cpus), gpuNUMA)
+		cells = append(cells, orNA(cpus.String()), numaAffinity(g), gpuNUMA)
 		row(tw, cells...)
 	}
 	for i, nic := range n.NICs {

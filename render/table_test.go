@@ -31,9 +31,10 @@ func TestTableClean(t *testing.T) {
 	}
 }
 
-// TestTableAffinity checks the CPU and NUMA Affinity columns: local_cpulist
-// first, NVML's affinity where it is empty; the numa_node where known,
-// else the NUMA nodes the CPUs fall in (as nvidia-smi prints), else N/A.
+// TestTableAffinity checks the CPU and NUMA Affinity columns: the GPU's
+// resolved Locality (topology.ResolveLocality): the numa_node's CPUs where
+// it is known, else NVML's affinity and the NUMA nodes it falls in, else
+// N/A.
 func TestTableAffinity(t *testing.T) {
 	n := topology.Node{
 		NUMANodes: []topology.NUMANode{{ID: 0, CPUs: cpuset.Range(0, 7)}, {ID: 1, CPUs: cpuset.Range(8, 15)}},
@@ -43,6 +44,7 @@ func TestTableAffinity(t *testing.T) {
 			{Index: 2},
 		},
 	}
+	topology.ResolveLocality(&n)
 	var buf bytes.Buffer
 	if err := Table(&buf, n); err != nil {
 		t.Fatal(err)

@@ -216,6 +216,15 @@ func (c *collector) apply(r rule, logical, real, name string, listed bool) error
 			return nil
 		}
 		return c.visit(r.into, p)
+	case keepDir:
+		if fi.IsDir() {
+			dst := p
+			if r.flat {
+				dst = join(logical, name)
+			}
+			c.tree.addDir(dst)
+		}
+		return nil
 	}
 	return fmt.Errorf("snapshot: rule %q has unknown action %d", r.pattern, r.action)
 }

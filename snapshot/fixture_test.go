@@ -43,7 +43,7 @@ var allowlistOracle = func() *regexp.Regexp {
 		`sys/class/dmi/id`,
 		`sys/devices/virtual/dmi/id/(sys_vendor|product_name|product_version|chassis_asset_tag|board_vendor|board_name|chassis_vendor)`,
 		`proc/(cpuinfo|meminfo|self/status|mounts|sys/kernel/hostname|sys/kernel/osrelease|net/route|driver/nvidia/version|driver/nvidia/gpus/[^/]+/information)`,
-		`sys/module/(nvidia|nvidia_peermem|nvidia_uvm|efa|mlx5_core|ib_core)/initstate`,
+		`sys/module/(amdgpu|efa|ib_core|ib_uverbs|mlx5_core|mlx5_ib|nvidia|nvidia_fs|nvidia_peermem|nvidia_uvm)/initstate`,
 		`sys/module/nvidia/version`,
 		`opt/microsoft/[^/]+/topo\.xml`,
 		`opt/amazon/(ofi-nccl|aws-ofi-nccl)/share/aws-ofi-nccl/xml/[^/]+\.xml`,

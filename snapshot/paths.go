@@ -33,6 +33,7 @@ const (
 	linkMkdir                // symlinks: copied; an empty directory is made at the target so the link resolves
 	followLink               // symlinks: copied, and the target directory visited in rule.into
 	enterDir                 // real directories: visited in rule.into
+	keepDir                  // real directories: made empty, for their presence alone
 )
 
 // scrubKind says how Options.Scrub rewrites a file (scrub.go).
@@ -126,10 +127,12 @@ var rules = []rule{
 	// Discovery (net_plugins): Google's gIB plugin marks itself with this
 	// script; env sets Google's profile where it is installed.
 	{scope: scopeRoot, pattern: "usr/local/gib/scripts/set_nccl_env.sh", action: copyFile, flat: true},
-	// Health (topo.gdr): the kernel release and whether the GPUDirect
-	// modules are loaded.
+	// Discovery (kernel; health's topo.gdr): the kernel release and which
+	// of discover.KernelModules (and mlx5_core) are loaded: the module's
+	// directory, present for a built-in module too (no initstate then).
 	{scope: scopeRoot, pattern: "proc/sys/kernel/osrelease", action: copyFile, flat: true},
-	{scope: scopeRoot, pattern: "sys/module/{nvidia,nvidia_peermem,nvidia_uvm,efa,mlx5_core,ib_core}/initstate", action: copyFile, flat: true},
+	{scope: scopeRoot, pattern: "sys/module/{amdgpu,efa,ib_core,ib_uverbs,mlx5_core,mlx5_ib,nvidia,nvidia_fs,nvidia_peermem,nvidia_uvm}", action: keepDir, flat: true},
+	{scope: scopeRoot, pattern: "sys/module/{amdgpu,efa,ib_core,ib_uverbs,mlx5_core,mlx5_ib,nvidia,nvidia_fs,nvidia_peermem,nvidia_uvm}/initstate", action: copyFile, flat: true},
 	// Discovery (the front-end interface: the default route's). Addresses
 	// in it are IPs, which scrub does not touch (docs/snapshot.md).
 	{scope: scopeRoot, pattern: "proc/net/route", action: copyFile, limit: procLimit, flat: true},

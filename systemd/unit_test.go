@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 )
 
-// needTool finds a program, failing under CI=true and skipping elsewhere
+// needTool finds a program, failing in CI (testenv.InCI) and skipping elsewhere
 // when it is missing.
 func needTool(t *testing.T, name, pkg string) string {
 	t.Helper()
@@ -21,7 +23,7 @@ func needTool(t *testing.T, name, pkg string) string {
 				return filepath.Join(dir, name)
 			}
 		}
-		if os.Getenv("CI") == "true" {
+		if testenv.InCI() {
 			t.Fatalf("%s missing under CI (Debian package %s; make test installs it)", name, pkg)
 		}
 		t.Skipf("%s not installed (Debian package %s)", name, pkg)

@@ -7,10 +7,12 @@ import (
 	"strings"
 )
 
-// Link fills Paths, GPUPaths, NIC roles and Pairs from the other fields.
+// Link fills every GPU's Locality, Paths, GPUPaths, NIC roles and Pairs
+// from the other fields.
 // It does no I/O and is deterministic; calling it again recomputes them.
 func Link(n *Node, opts RoleOptions) {
-	tree := newTree(n.PCIDevices)
+	n.Warnings = append(n.Warnings, ResolveLocality(n)...)
+	tree := newTree(localizedDevices(n))
 	c := newRoleCtx(n, tree)
 	n.Paths = n.Paths[:0]
 	for gi, g := range n.GPUs {
@@ -29,6 +31,30 @@ func Link(n *Node, opts RoleOptions) {
 	n.Warnings = append(n.Warnings, assignRoles(n, opts, c)...)
 	n.Pairs = c.pair()
 	n.Warnings = append(n.Warnings, c.downWarnings()...)
+}
+
+// localizedDevices is n.PCIDevices where a GPU whose numa_node is unknown
+// has its resolved Locality's CPUs as local CPUs: the path classes to it
+// (NODE or SYS, marked inferred) then follow the one answer for its
+// locality (NVML's CPU affinity) instead of a local_cpulist of every CPU.
+// n.PCIDevices itself keeps what sysfs says.
+func localizedDevices(n *Node) []PCIDevice {
+	devs := n.PCIDevices
+	cloned := false
+	for _, g := range n.GPUs {
+		if g.NUMANode != nil || g.Locality.CPUs.IsEmpty() {
+			continue
+		}
+		i := slices.IndexFunc(devs, func(d PCIDevice) bool { return d.BusID == g.BusID })
+		if i < 0 || devs[i].LocalCPUs.Equal(g.Locality.CPUs) {
+			continue
+		}
+		if !cloned {
+			devs, cloned = slices.Clone(devs), true
+		}
+		devs[i].LocalCPUs = g.Locality.CPUs
+	}
+	return devs
 }
 
 // PathClass returns the class between a GPU index and a NIC name from
@@ -377,7 +403,7 @@ func (c *roleCtx) classWords(gi int, r rank) string {
 // sameSocketAt reports whether the compute NICs at rank r from the GPU at
 // position gi sit on a NUMA node of its socket.
 func (c *roleCtx) sameSocketAt(gi int, r rank) bool {
-	gs := c.socketOf(c.numaOf(c.n.GPUs[gi].BusID))
+	gs := c.socketOf(c.anchorNUMA(c.anchors[gi]))
 	if gs == nil {
 		return false
 	}

@@ -41,6 +41,9 @@ type Node struct {
 	// Driver is the NVIDIA kernel driver's version, from NVML or, without
 	// NVML, from the driver's own files.
 	Driver DriverInfo `json:"driver"`
+	// Kernel is the running kernel's release and the loaded modules
+	// among those checks and outputs look at.
+	Kernel KernelInfo `json:"kernel"`
 	// Unsupported lists the accelerators on the PCI bus that gpuaffinity
 	// does not drive yet (AMD Instinct, Intel Gaudi, ...): they are not in
 	// GPUs, and every command warns about them.
@@ -85,6 +88,18 @@ type DriverInfo struct {
 	// Source is "nvml" (SystemGetDriverVersion), "/proc/driver/nvidia/version"
 	// or "/sys/module/nvidia/version"; "" when no source knows.
 	Source string `json:"source,omitempty"`
+}
+
+// KernelInfo is the running kernel as discovery read it.
+type KernelInfo struct {
+	// Release is /proc/sys/kernel/osrelease ("5.15.0-1042-nvidia"); ""
+	// when unreadable.
+	Release string `json:"release,omitempty"`
+	// Modules are the loaded modules (a /sys/module/<name> directory)
+	// among the fixed list discovery looks for (discover.KernelModules:
+	// nvidia, nvidia_peermem, nvidia_fs, nvidia_uvm, ib_core, ib_uverbs,
+	// mlx5_ib, efa, amdgpu), sorted.
+	Modules []string `json:"modules,omitempty"`
 }
 
 // Accelerator is a PCI function that is a GPU or accelerator of a kind
@@ -237,7 +252,10 @@ type GPU struct {
 	LocalCPUs cpuset.Set `json:"local_cpus"`
 	// NVMLCPUAffinity is NVML's ideal CPU affinity; empty without NVML.
 	NVMLCPUAffinity cpuset.Set `json:"nvml_cpu_affinity"`
-	PCIe            PCIe       `json:"pcie"`
+	// Locality is the GPU's CPUs and NUMA node as every output gives
+	// them, with the source that decided (ResolveLocality).
+	Locality Locality `json:"locality"`
+	PCIe     PCIe     `json:"pcie"`
 	// NVLinkVisible is false where NVML answers NOT_SUPPORTED for every
 	// link (VMs, PCIe cards) or is absent.
 	NVLinkVisible bool     `json:"nvlink_visible"`
@@ -292,8 +310,15 @@ type NVLink struct {
 // NVMLInfo says what the NVML source answered as a whole.
 type NVMLInfo struct {
 	// Source is "live", "replay" (DIR/nvml.json) or "none".
-	Source        string `json:"source"`
-	Error         string `json:"error,omitempty"` // why Source is "none", e.g. library not found
+	Source string `json:"source"`
+	Error  string `json:"error,omitempty"` // why Source is "none", e.g. library not found
+	// Failed is set where this root has an NVML (the live library under
+	// "/", nvml.json elsewhere) that could not be used: Init or
+	// DeviceGetCount failed (ERROR_LIB_RM_VERSION_MISMATCH after a driver
+	// upgrade without a reboot, ERROR_DRIVER_NOT_LOADED, the library not
+	// found on a live root, ...), or nvml.json is unreadable or invalid.
+	// Only a replayed root without nvml.json has no NVML and no failure.
+	Failed        bool   `json:"failed,omitempty"`
 	DriverVersion string `json:"driver_version,omitempty"`
 	NVMLVersion   string `json:"nvml_version,omitempty"`
 	CUDAVersion   int    `json:"cuda_version,omitempty"`

@@ -102,7 +102,7 @@ func newRoleCtx(n *Node, t tree) *roleCtx {
 		c.cells[ai] = make([]cell, len(n.NICs))
 		for ni, nic := range n.NICs {
 			cl, inf := t.classWith(a.busID, nic.BusID, c.ancestors)
-			c.cells[ai][ni] = cell{rank{class: cl, dist: c.dist(c.numaOf(a.busID), c.numaOf(nic.BusID))}, inf}
+			c.cells[ai][ni] = cell{rank{class: cl, dist: c.dist(c.anchorNUMA(a), c.numaOf(nic.BusID))}, inf}
 		}
 	}
 	ports := map[string]int{} // adapter slot -> ports
@@ -165,6 +165,16 @@ func (c *roleCtx) dist(a, b *int) int {
 // rank is how near NIC nic (n.NICs index) is to anchor a: their class,
 // and the distance between the NUMA nodes the PCI tree gives them.
 func (c *roleCtx) rank(a anchor, nic int) rank { return c.cells[a.idx][nic].rank }
+
+// anchorNUMA is an anchor's NUMA node: its function's numa_node, else,
+// for a GPU, the node its Locality resolved (NVML's CPU affinity where
+// numa_node is -1).
+func (c *roleCtx) anchorNUMA(a anchor) *int {
+	if nd := c.numaOf(a.busID); nd != nil || a.idx >= len(c.n.GPUs) {
+		return nd
+	}
+	return c.n.GPUs[a.idx].Locality.Node
+}
 
 // numaOf is a function's NUMA node in the PCI tree; nil when unknown.
 func (c *roleCtx) numaOf(bus string) *int {

@@ -65,7 +65,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			}
 			var expect *health.Expect
 			if expectFile != "" {
-				if expect, err = health.LoadExpect(expectFile); err != nil {
+				if expect, err = loadExpect(expectFile); err != nil {
 					return fmt.Errorf("--expect: %w", err)
 				}
 			}

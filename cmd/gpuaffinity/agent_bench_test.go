@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
 
 // benchBinary builds gpuaffinity (without -race: what users run) into a
@@ -82,7 +82,7 @@ func scrapeRSS(b *testing.B, pid int, url string) {
 // infiniband collector, on the same fixture (skipped when not
 // installed). Target: agent RSS under 30 MB.
 func BenchmarkAgentRSS(b *testing.B) {
-	root := fakesys.Root(b, "dgx-h100")
+	root := fakesystest.Root(b, "dgx-h100")
 	bin := benchBinary(b)
 	b.Run("agent-dgx-h100", func(b *testing.B) {
 		cmd := exec.Command(bin, "agent", "--root", root, "--state-dir", b.TempDir(), "--rescan", "0",
@@ -177,7 +177,7 @@ func waitHTTP(b *testing.B, url string) {
 // discovery of the DGX H100 fixture instead. Target from the cache:
 // under 3 ms.
 func BenchmarkEnvProcess(b *testing.B) {
-	root := fakesys.Root(b, "dgx-h100")
+	root := fakesystest.Root(b, "dgx-h100")
 	bin := benchBinary(b)
 	dir := writeAgentState(b, root)
 	env := append(execCleanEnv(), "GPUAFFINITY_STATE_DIR=")
@@ -215,7 +215,7 @@ func BenchmarkEnvProcess(b *testing.B) {
 // package initialisation): from the agent's topology.json, and
 // discovering the DGX H100 fixture.
 func BenchmarkEnvInProcess(b *testing.B) {
-	root := fakesys.Root(b, "dgx-h100")
+	root := fakesystest.Root(b, "dgx-h100")
 	dir := writeAgentState(b, root)
 	for _, bc := range []struct {
 		name string

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/agent"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
 
 // agentProc is `gpuaffinity agent` running as a process.
@@ -282,7 +283,7 @@ func TestEnvAndCpumapFromAgentState(t *testing.T) {
 	envCleanEnv(t)
 	for _, m := range fakesys.Machines() {
 		t.Run(m, func(t *testing.T) {
-			root := fakesys.Root(t, m)
+			root := fakesystest.Root(t, m)
 			dir := writeAgentState(t, root)
 			bare := bareRoot(t, root)
 			for _, args := range [][]string{
@@ -305,7 +306,7 @@ func TestEnvAndCpumapFromAgentState(t *testing.T) {
 // Where the cache is not the truth it is passed over.
 func TestCacheNotUsed(t *testing.T) {
 	envCleanEnv(t)
-	root := fakesys.Root(t, "dgx-h100")
+	root := fakesystest.Root(t, "dgx-h100")
 	dir := writeAgentState(t, root)
 	bare := bareRoot(t, root)
 	fromCache := mustRun(t, "env", "--local-rank", "3", "--root", bare, "--state-dir", dir)

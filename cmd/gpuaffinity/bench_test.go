@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
 
 // BenchmarkCommands measures env, cpumap and exec's planning in-process:
@@ -12,7 +12,7 @@ import (
 // host takes), and with --demo (which also builds the fake root each
 // time, thousands of small files).
 func BenchmarkCommands(b *testing.B) {
-	root := fakesys.Root(b, "dgx-h100")
+	root := fakesystest.Root(b, "dgx-h100")
 	for _, bc := range []struct {
 		name string
 		args []string

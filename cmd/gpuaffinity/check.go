@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaffinity/gpuaffinity/gres"
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -23,8 +23,6 @@ const (
 	checkExitUnhealthy = 1
 	checkExitUnknown   = 2
 )
-
-const slurmReasonPrefix = "gpuaffinity:"
 
 func newCheckCmd(g *globals) *cobra.Command {
 	var nf nodeFlags
@@ -75,23 +73,20 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 			opts := health.Options{Root: nf.root(g), Profile: prof, MultiNode: multiNode, Interval: interval,
 				Timeout: timeout, Kmsg: kmsg, Only: splitList(only)}
 			if expectFile != "" {
-				if opts.Expect, err = health.LoadExpect(expectFile); err != nil {
+				if opts.Expect, err = loadExpect(expectFile); err != nil {
 					return checkUnknown(cmd, output, unknown(err))
 				}
 			}
-			sel, from := gpus, "--gpus"
-			if !cmd.Flags().Changed("gpus") {
-				for _, env := range []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"} {
-					if v, ok := os.LookupEnv(env); ok && strings.TrimSpace(v) != "" {
-						sel, from = v, env
-						break
-					}
-				}
+			var flag *string
+			if cmd.Flags().Changed("gpus") {
+				flag = &gpus
 			}
-			if sel != "" {
-				if opts.GPUs, err = parseGPUList(sel, n); err != nil {
-					return checkUnknown(cmd, output, unknown(fmt.Errorf("%s: %w", from, err)))
-				}
+			sel, narrowed, err := topology.JobGPUs(n, flag, os.LookupEnv)
+			if err != nil {
+				return checkUnknown(cmd, output, unknown(err))
+			}
+			if narrowed {
+				opts.GPUs = sel.GPUs
 			}
 			rep, err := health.Run(cmd.Context(), n, opts)
 			if err != nil {
@@ -112,7 +107,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 						return unknown(err)
 					}
 				}
-				name, _, _ = strings.Cut(name, ".")
+				name = gres.ShortName(name)
 				if err := slurmAct(cmd.Context(), name, rep, drain, resume); err != nil {
 					return unknown(err)
 				}
@@ -142,6 +137,15 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 	return cmd
 }
 
+// loadExpect reads an expectations file (--expect) for health.ParseExpect.
+func loadExpect(path string) (*health.Expect, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return health.ParseExpect(b, path)
+}
+
 // checkUnknown reports a could-not-check error in the machine formats
 // too: npd wants its message on stdout.
 func checkUnknown(cmd *cobra.Command, output string, err error) error {
@@ -168,93 +172,36 @@ func writeCheck(w io.Writer, output string, rep health.Report) error {
 	return health.WriteText(w, rep)
 }
 
-// parseGPUList reads a list of GPU indices (ranges allowed), UUIDs or bus
-// ids into GPU indices.
-func parseGPUList(s string, n topology.Node) ([]int, error) {
-	var out []int
-	for _, tok := range splitList([]string{s}) {
-		if lo, hi, ok := strings.Cut(tok, "-"); ok && !strings.HasPrefix(tok, "GPU-") {
-			a, err1 := strconv.Atoi(lo)
-			b, err2 := strconv.Atoi(hi)
-			if err1 != nil || err2 != nil || b < a {
-				return nil, fmt.Errorf("bad GPU range %q", tok)
-			}
-			for i := a; i <= b; i++ {
-				out = append(out, i)
-			}
-			continue
-		}
-		if i, err := strconv.Atoi(tok); err == nil {
-			out = append(out, i)
-			continue
-		}
-		found := false
-		for _, g := range n.GPUs {
-			if strings.EqualFold(g.UUID, tok) || strings.EqualFold(g.BusID, tok) || strings.EqualFold(strings.TrimSuffix(g.BusID, ".0"), tok) {
-				out, found = append(out, g.Index), true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("no GPU %q on this node", tok)
-		}
-	}
-	return out, nil
-}
-
 // slurmAct drains an unhealthy node or resumes a healthy one that
-// gpuaffinity drained, with scontrol from PATH. A node that carries
-// someone else's reason (an admin's drain, Slurm's "Prolog error" or
-// "Not responding") is left alone both ways: draining it would replace
-// that reason with ours, which a later healthy run would then resume.
+// gpuaffinity drained (gres.PlanNodeAction decides), with scontrol from
+// PATH.
 func slurmAct(ctx context.Context, name string, rep health.Report, drain, resume bool) error {
-	scontrol := func(args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "scontrol", args...).Output()
-		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-				err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
-			}
-			return "", fmt.Errorf("scontrol %s: %w", strings.Join(args, " "), err)
-		}
-		return string(out), nil
-	}
 	if (rep.Healthy && !resume) || (!rep.Healthy && !drain) {
 		return nil
 	}
-	out, err := scontrol("show", "node", name)
+	show, err := scontrol(ctx, "show", "node", name)
 	if err != nil {
 		return err
 	}
-	r, has := slurmReason(out)
-	ours := has && strings.HasPrefix(r, slurmReasonPrefix)
-	if !rep.Healthy {
-		reason := health.Truncate(slurmReasonPrefix+" "+rep.Summary(), 200)
-		if has && !ours {
-			return nil
-		}
-		_, err := scontrol("update", "nodename="+name, "state=drain", "reason="+reason)
-		return err
+	act := gres.PlanNodeAction(name, rep.Healthy, rep.Summary(), show, drain, resume)
+	if act.Args == nil {
+		return nil
 	}
-	if ours {
-		_, err := scontrol("update", "nodename="+name, "state=resume")
-		return err
-	}
-	return nil
+	_, err = scontrol(ctx, act.Args...)
+	return err
 }
 
-// slurmReason finds Reason= in scontrol show node output; it runs to the
-// end of its line.
-func slurmReason(out string) (string, bool) {
-	for line := range strings.SplitSeq(out, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "Reason="); ok {
-			return v, true
+// scontrol runs scontrol from PATH with a 20 s deadline.
+func scontrol(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
 		}
-		if i := strings.Index(line, " Reason="); i >= 0 {
-			return line[i+len(" Reason="):], true
-		}
+		return "", fmt.Errorf("scontrol %s: %w", strings.Join(args, " "), err)
 	}
-	return "", false
+	return string(out), nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/health"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
@@ -50,7 +50,7 @@ func checkRoot(t *testing.T, machine string) string {
 	t.Helper()
 	t.Setenv("SLURM_JOB_GPUS", "")
 	t.Setenv("CUDA_VISIBLE_DEVICES", "")
-	root := fakesys.Root(t, machine)
+	root := fakesystest.Root(t, machine)
 	os.MkdirAll(filepath.Join(root, "sys/module/nvidia_peermem"), 0o755)
 	return root
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/binding"
+	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
 var cpumapWriters = map[string]func(io.Writer, binding.Map) error{
@@ -27,8 +29,9 @@ func newCpumapCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cpumap",
 		Short: "Show the CPUs and memory node(s) of every local rank",
-		Long: `cpumap prints, for each GPU and so each local rank (rank r drives GPU
-r / --ranks-per-gpu in GPU index order), the CPUs it should run on and the
+		Long: `cpumap prints, for each local rank, the GPU it drives (rank r drives
+device r / --ranks-per-gpu of CUDA_VISIBLE_DEVICES when set, else of the
+GPUs in index order; exec and env map ranks the same way), the CPUs it should run on and the
 NUMA node(s) its memory should come from. Modes: node (every allowed CPU
 of the GPU's NUMA node), socket (every allowed CPU of its socket),
 exclusive (default: the node's allowed physical cores split evenly among
@@ -61,10 +64,21 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 			if err != nil {
 				return fmt.Errorf("cpumap: %w", err)
 			}
+			// Ranks drive the GPUs this process sees, as under exec and env.
+			var cvd *string
+			if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+				cvd = &v
+			}
+			sel, err := topology.VisibleGPUs(n, cvd)
+			if err != nil {
+				return fmt.Errorf("cpumap: %w", err)
+			}
 			if cmd.Flags().Changed("local-rank") {
-				if bm, err = bm.Only(localRank); err != nil {
+				if bm, err = bm.Only(n, sel, localRank); err != nil {
 					return fmt.Errorf("--local-rank: %w", err)
 				}
+			} else if bm, err = bm.ForSelection(n, sel); err != nil {
+				return fmt.Errorf("cpumap: %w", err)
 			}
 			var out bytes.Buffer
 			if err := write(&out, bm); err != nil {

@@ -59,7 +59,7 @@ func TestCpumapNumactlAndTaskset(t *testing.T) {
 	if err != nil || out != "--physcpubind=0-63\n" {
 		t.Errorf("numactl rank 3 = %q, %v", out, err)
 	}
-	if !strings.Contains(stderr, "warning: GPU 3: numa_node is -1") {
+	if !strings.Contains(stderr, "warning: GPU 3 (0000:b2:00.0): numa_node is -1; nvml_cpu_affinity 0-63 spans NUMA nodes 0-1") {
 		t.Errorf("stderr %q", stderr)
 	}
 }
@@ -89,7 +89,7 @@ func TestCpumapErrors(t *testing.T) {
 		{[]string{"--mode", "core-complex"}, "--mode", binding.ErrOptions},
 		{[]string{"-o", "yaml"}, "-o \"yaml\"", nil},
 		{[]string{"--ranks-per-gpu", "0"}, "--ranks-per-gpu 0", nil},
-		{[]string{"--local-rank", "8"}, "local rank 8 beyond the 8 ranks", binding.ErrNoRank},
+		{[]string{"--local-rank", "8"}, "local rank 8 but this node has 8 GPU(s)", binding.ErrNoRank},
 		{[]string{"--local-rank", "-1"}, "local rank -1", binding.ErrNoRank},
 		{[]string{"--ranks-per-gpu", "17", "--demo", "smt-off-2s"}, "more ranks than cores on node 0", binding.ErrTooManyRanks},
 	} {

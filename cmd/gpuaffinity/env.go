@@ -157,13 +157,18 @@ nothing is printed on stdout. Warnings go to stderr.`,
 	return cmd
 }
 
-// envAllRanks builds the env of every local rank: one per
-// CUDA_VISIBLE_DEVICES entry when it is set, else one per GPU.
+// envAllRanks builds the env of every local rank: one per GPU of
+// CUDA_VISIBLE_DEVICES when it is set (topology.VisibleGPUs), else one
+// per GPU.
 func envAllRanks(n topology.Node, req nccl.EnvRequest) ([]nccl.Env, error) {
-	count := len(n.GPUs)
-	if req.CUDAVisibleDevices != nil {
-		count = len(bytes.Split([]byte(*req.CUDAVisibleDevices), []byte(",")))
+	sel, err := topology.VisibleGPUs(n, req.CUDAVisibleDevices)
+	if err == nil {
+		err = sel.Hidden()
 	}
+	if err != nil && len(n.GPUs) > 0 {
+		return nil, err
+	}
+	count := sel.Count()
 	if count == 0 {
 		// No GPU: the error rank 0 gets says why, instead of an empty table.
 		r := 0

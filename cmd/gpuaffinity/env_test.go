@@ -63,7 +63,7 @@ export UCX_NET_DEVICES='mlx5_5:1'
 }
 
 func TestEnvCmdRankFromEnv(t *testing.T) {
-	envCleanEnv(t, "SLURM_LOCALID", "7", "OMPI_COMM_WORLD_LOCAL_RANK", "7", "CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,2")
+	envCleanEnv(t, "SLURM_LOCALID", "7", "OMPI_COMM_WORLD_LOCAL_RANK", "7", "CUDA_VISIBLE_DEVICES", "7,6,5,4,3,1,0,2")
 	out, _, err := envRun(t, "--demo", "dgx-h100")
 	if err != nil {
 		t.Fatal(err)

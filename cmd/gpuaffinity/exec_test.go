@@ -495,17 +495,6 @@ func TestExecEnvironment(t *testing.T) {
 	}
 }
 
-func TestMergeEnv(t *testing.T) {
-	got := mergeEnv([]string{"A=1", "B=2", "A=3", "C"}, []nccl.Var{{Name: "A", Value: "new"}, {Name: "D", Value: "x=y"}})
-	want := []string{"B=2", "C", "A=new", "D=x=y"}
-	if !slices.Equal(got, want) {
-		t.Errorf("mergeEnv = %q, want %q", got, want)
-	}
-	if v := envValue(got, "D"); v != "x=y" {
-		t.Errorf("envValue(D) = %q", v)
-	}
-}
-
 // TestExecAsNobody runs exec as an unprivileged user: sched_setaffinity
 // on itself needs no privilege, and set_mempolicy needs none either
 // outside a seccomp profile that asks for CAP_SYS_NICE; where it is

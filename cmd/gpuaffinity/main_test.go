@@ -10,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/snapshot"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -75,7 +76,7 @@ func TestDemoJSONAndPins(t *testing.T) {
 
 func TestDotAcceptedByGraphviz(t *testing.T) {
 	if _, err := exec.LookPath("dot"); err != nil {
-		if os.Getenv("CI") != "" {
+		if testenv.InCI() {
 			t.Fatal("dot missing in CI (Debian graphviz; make test installs it)")
 		}
 		t.Skip("dot not installed (Debian package graphviz)")
@@ -97,7 +98,7 @@ func TestDotAcceptedByGraphviz(t *testing.T) {
 // TestRootEnvAndSnapshot: GPUAFFINITY_ROOT selects the root; a snapshot
 // of it, read with --root, prints the same JSON.
 func TestRootEnvAndSnapshot(t *testing.T) {
-	root := fakesys.Root(t, "azure-nd-h100-v5")
+	root := fakesystest.Root(t, "azure-nd-h100-v5")
 	t.Setenv("GPUAFFINITY_ROOT", root)
 	want := mustRun(t, "topo", "-o", "json")
 	if !strings.Contains(want, `"cloud": "azure"`) {
@@ -141,7 +142,7 @@ func TestAzureInstalledTopoFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := fakesys.Root(t, "azure-nd-h100-v5")
+	root := fakesystest.Root(t, "azure-nd-h100-v5")
 	os.MkdirAll(filepath.Join(root, "opt/microsoft/ndv5"), 0o755)
 	if err := os.WriteFile(filepath.Join(root, "opt/microsoft/ndv5/topo.xml"), data, 0o644); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -598,64 +597,6 @@ spec:
 	err := decodeStrict([]byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresource:\n  - a.yaml\n"), &k)
 	if err == nil || !strings.Contains(err.Error(), "resource") {
 		t.Errorf("kustomization with a misspelt field: error %v, want one naming it", err)
-	}
-}
-
-// TestKustomizeBuild runs kustomize itself (kubectl's) where kubectl is
-// installed: the build must succeed and put every object in the namespace
-// with the release image.
-func TestKustomizeBuild(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed: kustomize build not run (the strict decode tests still ran)")
-	}
-	out, err := exec.Command(kubectl, "kustomize", ".").Output()
-	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, ee.Stderr)
-	} else if err != nil {
-		t.Fatalf("kubectl kustomize: %v", err)
-	}
-	k := readKustomization(t)
-	docs, err := documents("kubectl kustomize output", out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]bool{}
-	for _, file := range k.Resources {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := documents(file, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range d {
-			o, err := decodeObject(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want[fmt.Sprintf("%T/%s", o, o.GetName())] = true
-		}
-	}
-	got := map[string]bool{}
-	for _, doc := range docs {
-		o, err := decodeObject(doc)
-		if err != nil {
-			t.Fatalf("built manifest: %v", err)
-		}
-		got[fmt.Sprintf("%T/%s", o, o.GetName())] = true
-		if _, ok := o.(*corev1.Namespace); !ok && o.GetNamespace() != namespace {
-			t.Errorf("%T %s built into namespace %q", o, o.GetName(), o.GetNamespace())
-		}
-		if ds, ok := o.(*appsv1.DaemonSet); ok {
-			if img := ds.Spec.Template.Spec.Containers[0].Image; img != image+":"+k.Images[0].NewTag {
-				t.Errorf("built image %s, want %s:%s", img, image, k.Images[0].NewTag)
-			}
-		}
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("built objects (-files +built):\n%s", diff)
 	}
 }
 

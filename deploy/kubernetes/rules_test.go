@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite prometheusrule.yaml below `spec:` from "+rulesFile)
@@ -287,7 +289,7 @@ func promtool(t *testing.T) string {
 	if err == nil {
 		return p
 	}
-	if os.Getenv("CI") == "true" {
+	if testenv.InCI() {
 		t.Fatalf("promtool not found (Debian package prometheus): %v", err)
 	}
 	t.Skip("promtool not installed (Debian package prometheus): rules not checked")

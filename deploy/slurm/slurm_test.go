@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 )
 
 // nodeName is the test cluster's one node. It is not this machine's host
@@ -212,7 +213,7 @@ func requireCluster(t *testing.T) map[string]string {
 		why = "not root: slurmd runs the prolog and the health check as root"
 	}
 	if why != "" {
-		if os.Getenv("CI") != "" {
+		if testenv.InCI() {
 			t.Fatalf("CI is set but the Slurm cluster cannot run: %s", why)
 		}
 		t.Skip(why)

@@ -473,7 +473,11 @@ func (b *builder) replay() nvml.ReplayFile {
 			d.NUMANode = ns
 		}
 		words := make([]uint64, (b.l.ncpu+63)/64)
-		for _, c := range g.local.CPUs() {
+		aff := g.local
+		if g.gpu.CPUAffinity != "" {
+			aff, _ = cpuset.Parse(g.gpu.CPUAffinity) // checked by Validate
+		}
+		for _, c := range aff.CPUs() {
 			words[c/64] |= 1 << (c % 64)
 		}
 		d.CPUAffinity = nvml.Answer[[]uint64]{Value: words}

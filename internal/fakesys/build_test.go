@@ -23,7 +23,7 @@ func TestBuildAllMachines(t *testing.T) {
 	for _, name := range Machines() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			root := Root(t, name)
+			root := machineRoot(t, name)
 			for _, p := range []string{"sys/bus/pci/devices", "sys/devices/system/cpu/online", "sys/devices/system/node/online", "proc/self/status"} {
 				if _, err := os.Stat(filepath.Join(root, p)); err != nil {
 					t.Errorf("missing %s: %v", p, err)
@@ -78,7 +78,7 @@ func TestBuildAllMachines(t *testing.T) {
 // out by hand from the spec (2 sockets x 56 cores x 2 threads; GPU 0 at
 // 1b:00.0 and mlx5_0 at 18:00.0 behind switch 16:00.0 on NUMA node 0).
 func TestDGXFiles(t *testing.T) {
-	root := Root(t, "dgx-h100")
+	root := machineRoot(t, "dgx-h100")
 	const nic = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0"
 	const gpu = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:1b:00.0"
 	files := map[string]string{
@@ -164,7 +164,7 @@ func TestDGXFiles(t *testing.T) {
 
 // TestConfigSpace checks the bytes hwloc reads to recognise a bridge.
 func TestConfigSpace(t *testing.T) {
-	root := Root(t, "dgx-h100")
+	root := machineRoot(t, "dgx-h100")
 	b, err := os.ReadFile(filepath.Join(root, "sys/bus/pci/devices/0000:16:00.0/config"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestConfigSpace(t *testing.T) {
 }
 
 func TestDGXReplay(t *testing.T) {
-	root := Root(t, "dgx-h100")
+	root := machineRoot(t, "dgx-h100")
 	var rf nvml.ReplayFile
 	b, err := os.ReadFile(filepath.Join(root, "nvml.json"))
 	if err != nil {
@@ -233,7 +233,7 @@ func TestDGXReplay(t *testing.T) {
 }
 
 func TestGraceHopper(t *testing.T) {
-	root := Root(t, "grace-hopper")
+	root := machineRoot(t, "grace-hopper")
 	for p, want := range map[string]string{
 		"proc/driver/nvidia/gpus/0009:01:00.0/numa_status": "Node: 1\nStatus: online\n",
 		"sys/devices/system/node/has_cpu":                  "0\n",
@@ -367,7 +367,7 @@ func TestOfflineCPUsAndVF(t *testing.T) {
 }
 
 func TestBuildH200(t *testing.T) {
-	root := Root(t, H200VM)
+	root := machineRoot(t, H200VM)
 	if got, err := os.Readlink(filepath.Join(root, "sys/bus/pci/devices/0000:00:06.0")); err != nil || got != "../../../devices/pci0000:00/0000:00:06.0" {
 		t.Errorf("link = %q, %v", got, err)
 	}

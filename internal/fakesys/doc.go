@@ -12,9 +12,9 @@
 //   - captures: the real H200 KVM guest in testdata/h200-vm, unpacked by
 //     BuildH200 with nvml.json converted from its NVML probe.
 //
-// Machines lists both, BuildMachine builds any of them, Root does it into
-// a test's temp dir, and Expectation returns the hand-written expected
-// pairing of each (never derived from the program's output).
+// Machines lists both, BuildMachine builds any of them (fakesystest.Root
+// into a test's temp dir), and Expectation returns the hand-written
+// expected pairing of each (never derived from the program's output).
 //
 // What Build writes follows the kernel's formats (see
 // ../shared/research/fake-sysfs.md): every attribute ends with a newline,

@@ -40,8 +40,13 @@ type NetdevFault struct {
 // (nvlinks_down, xids) or is merged into it (nvlink_errors per link,
 // health per field).
 type GPUFault struct {
-	Index        *int                 `yaml:"index"` // required: the GPU's NVML index
-	Lost         *bool                `yaml:"lost"`
+	Index *int  `yaml:"index"` // required: the GPU's NVML index
+	Lost  *bool `yaml:"lost"`
+	// NUMA replaces the GPU function's numa_node (-1: unknown, so its
+	// local_cpulist becomes every CPU, as the kernel answers).
+	NUMA *int `yaml:"numa"`
+	// CPUAffinity replaces NVML's CPU affinity answer (GPU.CPUAffinity).
+	CPUAffinity  *string              `yaml:"cpu_affinity"`
 	NVLinksDown  []int                `yaml:"nvlinks_down"`
 	NVLinkErrors map[int]NVLinkErrors `yaml:"nvlink_errors"`
 	XIDs         []uint64             `yaml:"xids"`
@@ -134,10 +139,11 @@ func machineData(name string) ([]byte, string, error) {
 // applyFaults changes s as f says. Each GPU and port may be addressed once.
 func (s *Spec) applyFaults(f Faults) error {
 	gpus := map[int]*GPU{}
+	gpuDevs := map[int]*Device{}
 	ports := map[string]*Port{}
 	for _, fn := range s.Functions() {
 		if g := fn.Device.GPU; g != nil {
-			gpus[g.Index] = g
+			gpus[g.Index], gpuDevs[g.Index] = g, fn.Device
 		}
 		if r := fn.Device.RDMA; r != nil {
 			for i := range r.Ports {
@@ -161,6 +167,13 @@ func (s *Spec) applyFaults(f Faults) error {
 		seen[key] = true
 		if gf.Lost != nil {
 			g.Lost = *gf.Lost
+		}
+		if gf.NUMA != nil {
+			v := *gf.NUMA
+			gpuDevs[*gf.Index].NUMA = &v
+		}
+		if gf.CPUAffinity != nil {
+			g.CPUAffinity = *gf.CPUAffinity
 		}
 		if gf.NVLinksDown != nil {
 			g.NVLinksDown = slices.Clone(gf.NVLinksDown)

@@ -20,7 +20,7 @@ import (
 // down with its counts (every other link active with 0s), GPU 4's pending
 // remap, GPU 7 lost at its handle, GPU 1's XIDs.
 func TestFaultMachineNVML(t *testing.T) {
-	root := Root(t, "dgx-h100-faults")
+	root := machineRoot(t, "dgx-h100-faults")
 	lib := loadReplay(t, root)
 	res := nvml.Read(lib)
 	if len(res.GPUs) != 8 {
@@ -89,7 +89,7 @@ func TestFaultMachineNVML(t *testing.T) {
 // hw_counters 0 and lifespan 10 ms; a healthy port of the base keeps its
 // defaults.
 func TestFaultMachinePort(t *testing.T) {
-	fs, err := sysfs.NewFS(filepath.Join(Root(t, "dgx-h100-faults"), "sys"))
+	fs, err := sysfs.NewFS(filepath.Join(machineRoot(t, "dgx-h100-faults"), "sys"))
 	if err != nil {
 		t.Fatal(err)
 	}

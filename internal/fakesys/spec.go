@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
@@ -243,6 +244,11 @@ type GPU struct {
 	// /proc/driver/nvidia/gpus/<bdf>/numa_status and answered by
 	// GetNumaNodeId.
 	MemoryNUMANode *int `yaml:"memory_numa_node"`
+	// CPUAffinity is NVML's GetCpuAffinity answer as a CPU list
+	// ("0-55,112-167"); "" answers the function's local CPUs. Where the
+	// two differ the sources disagree, as on a root complex without _PXM
+	// whose driver still knows the GPU's socket.
+	CPUAffinity string `yaml:"cpu_affinity"`
 	// Health overrides the GPU's healthy NVML health answers.
 	Health *GPUHealth `yaml:"health"`
 	// Lost makes DeviceGetHandleByIndex answer ERROR_GPU_IS_LOST: the GPU
@@ -325,6 +331,11 @@ func (g *GPU) validateFaults() error {
 			return specErr("gpu %d: %s: link %d is not one of its NVLinks (0..nvlinks-1, nvlinks %s)", g.Index, field, n, g.NVLinks)
 		}
 		return nil
+	}
+	if g.CPUAffinity != "" {
+		if _, err := cpuset.Parse(g.CPUAffinity); err != nil {
+			return specErr("gpu %d: cpu_affinity %q: %v", g.Index, g.CPUAffinity, err)
+		}
 	}
 	down := map[int]bool{}
 	for _, n := range g.NVLinksDown {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
 )
 
@@ -22,7 +23,7 @@ func TestMachinesAgreeWithHwloc(t *testing.T) {
 	for _, name := range fakesys.Machines() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			root := fakesys.Root(t, name)
+			root := fakesystest.Root(t, name)
 			objs, err := hwloccheck.PCIObjects(root)
 			if errors.Is(err, exec.ErrNotFound) {
 				t.Skip(err)
@@ -78,11 +79,19 @@ func wantLocality(t *testing.T, name string) map[string]int {
 		}
 	}
 	want := map[string]int{}
+	numaOf := map[string]int{}
 	for _, f := range s.Functions() {
+		numaOf[f.BDF] = f.NUMA
 		if f.Kind != fakesys.KindGPU && f.Kind != fakesys.KindNIC {
 			continue
 		}
 		n := f.NUMA
+		// A function of numa_node -1 under a bridge whose locality is
+		// known sits where the bridge does: hwloc attaches PCI objects
+		// below their parent bridge (dgx-h100-numa-disagree's GPU 0).
+		if n == -1 && f.Parent != "" && numaOf[f.Parent] >= 0 {
+			n = numaOf[f.Parent]
+		}
 		if n == -1 && cpuNodes == 1 {
 			n = only
 		}

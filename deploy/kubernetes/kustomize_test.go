@@ -1,0 +1,209 @@
+package kubernetes
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// kustomizeBuild runs `kustomize build dir` with kustomize's own library
+// (the one `kubectl kustomize` and `kubectl apply -k` embed, so no kubectl
+// is needed) and decodes every object it emits strictly into its API type.
+func kustomizeBuild(t *testing.T, dir string) []metav1.Object {
+	t.Helper()
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := rm.AsYaml()
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	docs, err := documents("kustomize build output", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []metav1.Object
+	for i, doc := range docs {
+		o, err := decodeObject(doc)
+		if err != nil {
+			t.Fatalf("built object %d: %v\n%s", i+1, err, doc)
+		}
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+// kindName is "Kind/name" of a decoded object.
+func kindName(o metav1.Object) string {
+	return o.(runtime.Object).GetObjectKind().GroupVersionKind().Kind + "/" + o.GetName()
+}
+
+// builtDaemonSet returns the one DaemonSet of a build.
+func builtDaemonSet(t *testing.T, objs []metav1.Object) *appsv1.DaemonSet {
+	t.Helper()
+	var ds []*appsv1.DaemonSet
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.DaemonSet); ok {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) != 1 {
+		t.Fatalf("build has %d DaemonSets, want 1", len(ds))
+	}
+	return ds[0]
+}
+
+// TestKustomizeBuild builds this directory as `kubectl apply -k
+// deploy/kubernetes` does: it must succeed and emit exactly the objects
+// of the files kustomization.yaml lists, each kind of the deployment
+// once, every object in the gpuaffinity namespace, and the DaemonSet
+// running the release image with the tag kustomization.yaml sets.
+func TestKustomizeBuild(t *testing.T) {
+	k := readKustomization(t)
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := kustomizeBuild(t, dir)
+
+	// What the listed files hold, read without kustomize.
+	var want []string
+	for _, file := range k.Resources {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := documents(file, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range docs {
+			o, err := decodeObject(doc)
+			if err != nil {
+				t.Fatalf("%s, document %d: %v", file, i+1, err)
+			}
+			want = append(want, kindName(o))
+		}
+	}
+	var got, kinds []string
+	for _, o := range built {
+		got = append(got, kindName(o))
+		kinds = append(kinds, o.(runtime.Object).GetObjectKind().GroupVersionKind().Kind)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("built objects against the listed files' (-files +built):\n%s", diff)
+	}
+	slices.Sort(kinds)
+	wantKinds := []string{"DaemonSet", "Namespace", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}
+	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
+		t.Errorf("built kinds (-want +got):\n%s", diff)
+	}
+
+	for _, o := range built {
+		if ns, ok := o.(*corev1.Namespace); ok {
+			if ns.Name != namespace {
+				t.Errorf("built Namespace %q, want %q", ns.Name, namespace)
+			}
+			continue
+		}
+		if o.GetNamespace() != namespace {
+			t.Errorf("built %s in namespace %q, want %q", kindName(o), o.GetNamespace(), namespace)
+		}
+	}
+
+	var tag string
+	for _, img := range k.Images {
+		if img.Name == image {
+			tag = img.NewTag
+		}
+	}
+	if tag == "" {
+		t.Fatalf("kustomization.yaml sets no tag for %s", image)
+	}
+	ds := builtDaemonSet(t, built)
+	if c := agentContainer(t, ds); c.Image != image+":"+tag {
+		t.Errorf("built DaemonSet runs %s, want %s:%s", c.Image, image, tag)
+	}
+}
+
+// TestKustomizeOverlay builds the overlay docs/operations.md ("Install")
+// shows: the image tag and the release label must reach the DaemonSet and
+// the objects Prometheus selects, and the label must leave selectors
+// alone (a DaemonSet's selector cannot change on upgrade).
+func TestKustomizeOverlay(t *testing.T) {
+	base, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := t.TempDir()
+	// kustomize takes a base by a relative path only.
+	rel, err := filepath.Rel(overlay, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tag = "v9.8.7"
+	kust := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+images:
+  - name: %s
+    newTag: %s
+labels:
+  - pairs:
+      release: kube-prometheus-stack
+`, rel, image, tag)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	baseDS := builtDaemonSet(t, kustomizeBuild(t, base))
+	built := kustomizeBuild(t, overlay)
+
+	ds := builtDaemonSet(t, built)
+	if c := agentContainer(t, ds); c.Image != image+":"+tag {
+		t.Errorf("overlay's DaemonSet runs %s, want %s:%s", c.Image, image, tag)
+	}
+	if diff := cmp.Diff(baseDS.Spec.Selector, ds.Spec.Selector); diff != "" {
+		t.Errorf("the overlay's label changed the DaemonSet selector (-base +overlay):\n%s", diff)
+	}
+	var selected []string
+	for _, o := range built {
+		if o.GetLabels()["release"] != "kube-prometheus-stack" {
+			t.Errorf("overlay's %s has no release=kube-prometheus-stack label", kindName(o))
+		}
+		switch o := o.(type) {
+		case *monitoringv1.ServiceMonitor:
+			selected = append(selected, kindName(o))
+			if _, ok := o.Spec.Selector.MatchLabels["release"]; ok {
+				t.Errorf("overlay's label went into the ServiceMonitor's selector %v", o.Spec.Selector.MatchLabels)
+			}
+		case *monitoringv1.PrometheusRule:
+			selected = append(selected, kindName(o))
+		case *corev1.Service:
+			if _, ok := o.Spec.Selector["release"]; ok {
+				t.Errorf("overlay's label went into the Service's selector %v", o.Spec.Selector)
+			}
+		}
+		if _, ok := o.(*corev1.Namespace); !ok && o.GetNamespace() != namespace {
+			t.Errorf("overlay's %s in namespace %q, want %q", kindName(o), o.GetNamespace(), namespace)
+		}
+	}
+	if len(selected) != 2 {
+		t.Errorf("overlay builds %s, want one ServiceMonitor and one PrometheusRule", strings.Join(selected, ", "))
+	}
+}

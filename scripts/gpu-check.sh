@@ -1,0 +1,1001 @@
+#!/usr/bin/env bash
+# gpu-check.sh: check a prebuilt gpuaffinity binary against a live NVIDIA
+# GPU host. The steps are:
+#   1. topo beside nvidia-smi topo -m (every GPU-GPU and GPU-NIC class)
+#   2. snapshot, then topo --root <snapshot> -o json == live topo -o json
+#   3. nccl-topo loaded by NCCL (NCCL_TOPO_FILE): no WARN, attributes kept
+#   4. check --interval 1s -o json: verdict, failed and skipped ids
+#   5. agent on a free localhost port: /readyz, three timed /metrics scrapes
+# Every step prints PASS/FAIL/SKIP and its wall time. The script ends with a
+# summary and exits 1 if any step failed, 2 if it cannot run here. Details:
+# scripts/gpu-check.md.
+#
+# usage: scripts/gpu-check.sh [--demo [NAME]] [--strict-health] [BINARY]
+set -uo pipefail
+
+PROG=${0##*/}
+
+usage() {
+  cat <<'EOF'
+usage: gpu-check.sh [options] [BINARY]
+
+Checks gpuaffinity on a live NVIDIA GPU host: topo against nvidia-smi topo -m,
+snapshot replay, the NCCL topology file inside NCCL, check, and the agent's
+/metrics. Each step prints PASS/FAIL/SKIP and its time in ms. At the end comes
+a summary. Exit status: 0 all passed or skipped, 1 a step failed, 2 cannot
+run (no nvidia-smi, no binary, bad option).
+
+  BINARY            the gpuaffinity binary (default: $GPUAFFINITY, else
+                    ./bin/gpuaffinity)
+  --demo [NAME]     no GPU needed: run against the embedded machine NAME
+                    (default dgx-h100; see `gpuaffinity topo --demo list`).
+                    Step 1 compares topo's own nvidia-smi-style table with
+                    its JSON, step 2 snapshots the demo machine's root, step 3
+                    self-tests the XML comparer and skips NCCL, steps 4-5 run
+                    with --demo.
+  --strict-health   an unhealthy node (check exit 1, /readyz 503) fails
+                    steps 4 and 5. By default those steps check that
+                    gpuaffinity ran correctly and only report the verdict.
+  -h, --help        this text
+
+Environment:
+  GPUAFFINITY       the binary, when BINARY is not given
+  OUT               where outputs and logs go (default: a new mktemp -d folder)
+  NCCL_TESTS_BIN    all_reduce_perf to use in step 3 (default: on PATH, else
+                    looked for under /usr/local and /opt)
+EOF
+}
+
+die() { echo "$PROG: $*" >&2; exit 2; }
+
+# ---- options -----------------------------------------------------------------
+DEMO=""
+STRICT_HEALTH=0
+BIN_ARG=""
+while (($#)); do
+  case $1 in
+    -h|--help) usage; exit 0 ;;
+    --demo=*) DEMO=${1#--demo=}; [[ -n $DEMO ]] || die "--demo= needs a machine name"; shift ;;
+    --demo)
+      shift
+      # An optional machine name: a plain word that is not a file.
+      if (($#)) && [[ $1 =~ ^[a-z0-9][a-z0-9-]*$ && ! -e $1 ]]; then DEMO=$1; shift; else DEMO=dgx-h100; fi ;;
+    --strict-health) STRICT_HEALTH=1; shift ;;
+    --) shift; break ;;
+    -*) echo "$PROG: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) [[ -z $BIN_ARG ]] || die "one BINARY only (got $BIN_ARG and $1)"; BIN_ARG=$1; shift ;;
+  esac
+done
+if (($#)); then
+  [[ -z $BIN_ARG && $# -eq 1 ]] || die "unexpected arguments: $*"
+  BIN_ARG=$1
+fi
+BIN=${BIN_ARG:-${GPUAFFINITY:-./bin/gpuaffinity}}
+
+# ---- preconditions (exit 2) --------------------------------------------------
+command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) not found: it bounds every command"
+[[ -f $BIN && -x $BIN ]] || die "gpuaffinity binary not found or not executable: $BIN (give its path as the first argument or \$GPUAFFINITY; build one with: go build -o bin/gpuaffinity ./cmd/gpuaffinity)"
+[[ $BIN == */* ]] || BIN=./$BIN
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+if [[ -z $DEMO ]] && ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "$PROG: nvidia-smi not found on PATH: this script checks gpuaffinity on a live NVIDIA GPU host." >&2
+  echo "$PROG: run it on one (with the driver installed), or use --demo [NAME] to exercise the plumbing without a GPU." >&2
+  exit 2
+fi
+
+if [[ -z ${OUT:-} ]]; then
+  OUT=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || die "mktemp -d failed"
+fi
+mkdir -p "$OUT" || die "cannot create output directory $OUT"
+OUT=$(cd "$OUT" && pwd)
+
+PY=$(command -v python3 || true)
+READY_TIMEOUT_S=90   # the agent's first discovery and health gate
+CURL=$(command -v curl || true)
+
+# ---- timing, running, steps --------------------------------------------------
+now_ms() {
+  local t=${EPOCHREALTIME:-}
+  if [[ -n $t ]]; then
+    t=${t//[.,]/}            # microseconds (the separator follows the locale)
+    echo $((10#$t / 1000))
+  else
+    date +%s%3N
+  fi
+}
+
+RC=0 MS=0
+# run NAME SECONDS CMD...: runs CMD under timeout, stdout to $OUT/NAME.out,
+# stderr to $OUT/NAME.err; sets RC and MS and prints the command line.
+run() {
+  local name=$1 secs=$2; shift 2
+  local t0 note=""
+  t0=$(now_ms)
+  timeout -k 5 "$secs" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" </dev/null
+  RC=$?
+  MS=$(($(now_ms) - t0))
+  ((RC == 124 || RC == 137)) && note=" TIMED OUT after ${secs}s"
+  printf '  $ %s\n    rc=%d, %d ms%s  (out: %s.out, err: %s.err)\n' "$(quote "$@")" "$RC" "$MS" "$note" "$name" "$name"
+}
+
+quote() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
+
+# indent FILE [MAX]: print a file indented, at most MAX lines (default 40).
+indent() {
+  local f=$1 max=${2:-40} n
+  [[ -s $f ]] || return 0
+  n=$(wc -l <"$f")
+  head -n "$max" "$f" | sed 's/^/    | /'
+  ((n > max)) && echo "    | ... ($((n - max)) more lines in ${f#"$OUT"/})"
+  return 0
+}
+
+S_ID=() S_TITLE=() S_STATUS=() S_MS=() S_NOTE=()
+CUR_ID="" CUR_TITLE="" CUR_T0=0
+step_begin() {
+  CUR_ID=$1 CUR_TITLE=$2 CUR_T0=$(now_ms)
+  printf '\n=== Step %s: %s ===\n' "$CUR_ID" "$CUR_TITLE"
+}
+# step_end STATUS NOTE
+step_end() {
+  local ms=$(($(now_ms) - CUR_T0))
+  printf -- '--- Step %s: %s (%d ms)%s\n' "$CUR_ID" "$1" "$ms" "${2:+: $2}"
+  S_ID+=("$CUR_ID") S_TITLE+=("$CUR_TITLE") S_STATUS+=("$1") S_MS+=("$ms") S_NOTE+=("$2")
+}
+
+# ---- the agent (background; stopped on exit) -----------------------------------
+AGENT_PIDS=()
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+  local pid i
+  for pid in "${AGENT_PIDS[@]+"${AGENT_PIDS[@]}"}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null
+      for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      # timeout(1) leads its own process group: SIGKILL the group, agent included.
+      kill -0 "$pid" 2>/dev/null && { kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; }
+      wait "$pid" 2>/dev/null
+    fi
+  done
+}
+trap cleanup EXIT
+trap 'echo "$PROG: interrupted" >&2; exit 130' INT
+trap 'echo "$PROG: terminated" >&2; exit 143' TERM
+
+free_port() {
+  if [[ -n $PY ]]; then
+    timeout 10 "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()' && return 0
+  fi
+  local p i
+  for ((i = 0; i < 50; i++)); do
+    p=$((20000 + RANDOM % 40000))
+    timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$p" 2>/dev/null || { echo "$p"; return 0; }
+  done
+  return 1
+}
+
+AGENT_PID="" AGENT_PORT=""
+# agent_start NAME STATE_DIR [extra env assignments...] -- [agent flags...]
+agent_start() {
+  local name=$1 state=$2; shift 2
+  local envs=()
+  while (($#)) && [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  [[ ${1:-} == -- ]] && shift
+  AGENT_PORT=$(free_port) || { echo "  no free localhost port found"; return 1; }
+  mkdir -p "$state"
+  local cmd=(timeout -k 5 600 "$BIN" agent --state-dir "$state" --rescan 0
+    --web.listen-address "127.0.0.1:$AGENT_PORT" --log-level info "$@")
+  printf '  $ %s%s &\n' "${envs[*]+"${envs[*]} "}" "$(quote "${cmd[@]}")"
+  env "${envs[@]+"${envs[@]}"}" "${cmd[@]}" >"$OUT/$name.log" 2>&1 </dev/null &
+  AGENT_PID=$!
+  AGENT_PIDS+=("$AGENT_PID")
+  echo "    pid $AGENT_PID, port $AGENT_PORT, log ${name}.log"
+}
+
+# agent_stop: SIGTERM, wait up to 10 s; sets RC (the agent's exit status) and MS.
+agent_stop() {
+  local t0 i
+  t0=$(now_ms)
+  RC=0
+  if kill -0 "$AGENT_PID" 2>/dev/null; then
+    kill -TERM "$AGENT_PID" 2>/dev/null
+    for ((i = 0; i < 100; i++)); do kill -0 "$AGENT_PID" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$AGENT_PID" 2>/dev/null; then
+      echo "  agent did not stop within 10 s of SIGTERM: SIGKILL to its process group"
+      kill -KILL -- "-$AGENT_PID" 2>/dev/null || kill -KILL "$AGENT_PID" 2>/dev/null
+    fi
+  fi
+  wait "$AGENT_PID" 2>/dev/null
+  RC=$?
+  MS=$(($(now_ms) - t0))
+}
+
+# ---- python helpers (parsing and comparing) -----------------------------------
+HELPER=$OUT/gpu_check_helpers.py
+cat >"$HELPER" <<'PYEOF'
+"""Helpers of scripts/gpu-check.sh, written out by it at each run."""
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+# ---- step 1: nvidia-smi topo -m against topo -o json ----------------------------
+def parse_smi(text):
+    lines = [ANSI.sub("", l).rstrip() for l in text.splitlines()]
+    hdr = next((i for i, l in enumerate(lines) if re.search(r"(^|\s)GPU0(\s|$)", l)), None)
+    if hdr is None:
+        raise ValueError("no header row naming GPU0")
+    rows = []
+    for l in lines[hdr + 1:]:
+        if not l.strip():
+            break
+        toks = l.split()
+        rows.append((toks[0], toks[1:]))
+    labels = {r[0] for r in rows}
+    cols = []
+    for tok in lines[hdr].split():
+        if tok not in labels:
+            break
+        cols.append(tok)
+    if set(cols) != labels:
+        raise ValueError("header columns %s do not match the row labels %s" % (cols, sorted(labels)))
+    matrix, extra = {}, {}
+    for lab, toks in rows:
+        if len(toks) < len(cols):
+            raise ValueError("row %s has %d cells, want %d" % (lab, len(toks), len(cols)))
+        for j, c in enumerate(cols):
+            matrix[(lab, c)] = toks[j]
+        extra[lab] = toks[len(cols):]
+    legend = {}
+    for l in lines[hdr + 1 + len(rows):]:
+        m = re.match(r"^\s*(NIC\d+)\s*:\s*(\S+)", l)
+        if m:
+            legend[m.group(1)] = m.group(2)
+    return cols, matrix, extra, legend
+
+
+def smi_value(v):
+    v = v.strip().upper()
+    return "SYS" if v == "SOC" else v  # SOC: the old name of SYS
+
+
+def cmd_smi(smi_path, json_path):
+    with open(smi_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    with open(json_path) as f:
+        node = json.load(f)
+    try:
+        cols, matrix, extra, legend = parse_smi(text)
+    except (ValueError, IndexError) as e:
+        print("  cannot parse the nvidia-smi matrix: %s" % e)
+        return 3
+    smi_gpus, smi_nics = [], []
+    for c in cols:
+        m = re.fullmatch(r"GPU(\d+)", c)
+        if m:
+            smi_gpus.append((c, int(m.group(1))))
+        elif re.fullmatch(r"NIC\d+", c):
+            smi_nics.append((c, legend.get(c, c)))
+        else:  # older nvidia-smi names the column by its RDMA device
+            smi_nics.append((c, c))
+    gpus = node.get("gpus") or []
+    nics = {n["name"]: n for n in node.get("nics") or []}
+    by_nvml = {g["nvml_index"]: g for g in gpus if g.get("nvml_index") is not None}
+    notes = []
+    if gpus and not by_nvml:
+        notes.append("gpuaffinity has no NVML indices: GPUi of nvidia-smi taken as gpuaffinity index i")
+        by_nvml = {g["index"]: g for g in gpus}
+    dis = []
+    print("  nvidia-smi: %d GPUs, %d NICs%s" % (len(smi_gpus), len(smi_nics),
+          (" (" + ", ".join("%s=%s" % c for c in smi_nics) + ")") if smi_nics else ""))
+    print("  gpuaffinity: %d GPUs, %d NICs (%d with an RDMA device)" % (
+        len(gpus), len(nics), sum(1 for n in nics.values() if n.get("rdma_device"))))
+
+    def ours(n):
+        g = by_nvml.get(n)
+        return None if g is None else g["index"]
+
+    for lab, n in smi_gpus:
+        if ours(n) is None:
+            dis.append("%s: nvidia-smi has GPU %d, gpuaffinity has no GPU with nvml_index %d" % (lab, n, n))
+    smi_idx = {n for _, n in smi_gpus}
+    for n, g in sorted(by_nvml.items()):
+        if n not in smi_idx:
+            dis.append("gpuaffinity GPU %d (%s, nvml_index %s) is not in nvidia-smi's matrix" % (g["index"], g.get("bus_id"), n))
+    smi_nic_names = {name for _, name in smi_nics}
+    for lab, name in smi_nics:
+        if name not in nics:
+            dis.append("%s (%s): nvidia-smi has this NIC, gpuaffinity has no NIC named %s" % (lab, name, name))
+    not_in_smi = [n for n in sorted(nics) if nics[n].get("rdma_device") and n not in smi_nic_names]
+    if not_in_smi:
+        notes.append("RDMA NICs of gpuaffinity that nvidia-smi does not list (not counted): " + ", ".join(not_in_smi))
+
+    gp = {(p["a"], p["b"]): p for p in node.get("gpu_paths") or []}
+    n_gg = 0
+    for i, (la, na) in enumerate(smi_gpus):
+        for lb, nb in smi_gpus[i + 1:]:
+            ia, ib = ours(na), ours(nb)
+            if ia is None or ib is None:
+                continue
+            n_gg += 1
+            v1, v2 = smi_value(matrix[(la, lb)]), smi_value(matrix[(lb, la)])
+            p = gp.get((min(ia, ib), max(ia, ib)))
+            if p is None:
+                dis.append("%s-%s: nvidia-smi %s, gpuaffinity has no gpu_paths entry for GPUs %d,%d" % (la, lb, v1, ia, ib))
+                continue
+            want = "NV%d" % p["nvlinks"] if p.get("nvlinks") else p["class"]
+            if v1 != want or v2 != want:
+                smi = v1 if v1 == v2 else "%s / %s (%s-%s / %s-%s)" % (v1, v2, la, lb, lb, la)
+                dis.append("%s-%s: nvidia-smi %s, gpuaffinity %s (gpu_paths a=%d b=%d: class %s, nvlinks %d)" % (
+                    la, lb, smi, want, p["a"], p["b"], p["class"], p.get("nvlinks", 0)))
+    paths = {(p["gpu"], p["nic"]): p for p in node.get("paths") or []}
+    n_gn = 0
+    for lg, ng in smi_gpus:
+        ig = ours(ng)
+        if ig is None:
+            continue
+        for ln, name in smi_nics:
+            if name not in nics:
+                continue
+            n_gn += 1
+            v1, v2 = smi_value(matrix[(lg, ln)]), smi_value(matrix[(ln, lg)])
+            p = paths.get((ig, name))
+            if p is None:
+                dis.append("%s-%s (%s): nvidia-smi %s, gpuaffinity has no path GPU %d to %s" % (lg, ln, name, v1, ig, name))
+                continue
+            if v1 != p["class"] or v2 != p["class"]:
+                smi = v1 if v1 == v2 else "%s / %s (%s-%s / %s-%s)" % (v1, v2, lg, ln, ln, lg)
+                dis.append("%s-%s (%s): nvidia-smi %s, gpuaffinity %s%s" % (
+                    lg, ln, name, smi, p["class"], " (inferred)" if p.get("inferred") else ""))
+    # CPU and NUMA affinity columns: information only.
+    for lg, ng in smi_gpus:
+        g = by_nvml.get(ng)
+        ex = extra.get(lg) or []
+        if g is None or not ex:
+            continue
+        loc = g.get("locality") or {}
+        aff = g.get("nvml_cpu_affinity") or loc.get("cpus") or ""
+        if ex[0] not in (aff, loc.get("cpus")):
+            notes.append("%s CPU Affinity: nvidia-smi %s, gpuaffinity nvml_cpu_affinity %r, locality.cpus %r (not counted)" % (
+                lg, ex[0], g.get("nvml_cpu_affinity"), loc.get("cpus")))
+        if len(ex) > 1 and ex[1] != "N/A" and re.fullmatch(r"\d+", ex[1]) and loc.get("node") is not None and int(ex[1]) != loc["node"]:
+            notes.append("%s NUMA Affinity: nvidia-smi %s, gpuaffinity locality.node %s (not counted)" % (lg, ex[1], loc["node"]))
+    print("  compared %d GPU-GPU pairs and %d GPU-NIC pairs (both directions of nvidia-smi's matrix)" % (n_gg, n_gn))
+    for n in notes:
+        print("  note: " + n)
+    for d in dis:
+        print("  DISAGREE " + d)
+    print("  disagreements: %d" % len(dis))
+    if not smi_gpus:
+        print("  nvidia-smi's matrix has no GPU")
+        return 1
+    return 1 if dis else 0
+
+
+# ---- step 2: JSON equality --------------------------------------------------------
+def label(item, i):
+    if isinstance(item, dict):
+        for k in ("bus_id", "name", "id", "index"):
+            if k in item and not isinstance(item[k], (dict, list)):
+                return "[%d %s=%s]" % (i, k, item[k])
+        if "gpu" in item and "nic" in item:
+            return "[%d gpu=%s nic=%s]" % (i, item["gpu"], item["nic"])
+        if "a" in item and "b" in item:
+            return "[%d a=%s b=%s]" % (i, item["a"], item["b"])
+    return "[%d]" % i
+
+
+def walk(a, b, path, out):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            p = path + "." + k if path else k
+            if k not in a:
+                out.append("%s: missing on the left, right has %s" % (p, json.dumps(b[k])[:120]))
+            elif k not in b:
+                out.append("%s: left has %s, missing on the right" % (p, json.dumps(a[k])[:120]))
+            else:
+                walk(a[k], b[k], p, out)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append("%s: %d entries on the left, %d on the right" % (path, len(a), len(b)))
+        for i, (x, y) in enumerate(zip(a, b)):
+            walk(x, y, path + label(x, i), out)
+    elif a != b:
+        out.append("%s: %s != %s" % (path, json.dumps(a)[:120], json.dumps(b)[:120]))
+
+
+def cmd_jsondiff(left, right, max_lines="40"):
+    """left: the live topo JSON; right: the replayed one. 0 equal, 1 differ."""
+    with open(left, "rb") as f:
+        lb = f.read()
+    with open(right, "rb") as f:
+        rb = f.read()
+    a, b = json.loads(lb), json.loads(rb)
+    na, nb = (a.get("nvml") or {}), (b.get("nvml") or {})
+    normalized = False
+    # Documented (docs/topology-json.md, nvml.source; docs/nvml-replay.md):
+    # "live" is the driver's NVML, "replay" is DIR/nvml.json under --root,
+    # so a snapshot read back says "replay" where the node said "live".
+    if na.get("source") == "live" and nb.get("source") == "replay":
+        na["source"] = nb["source"] = "live|replay (normalized)"
+        normalized = True
+    out = []
+    walk(a, b, "", out)
+    if normalized:
+        print("  normalized: nvml.source live (left) vs replay (right), documented as where NVML's answers came from")
+    if not out:
+        if lb == rb:
+            print("  identical (byte for byte)")
+        else:
+            print("  identical after the normalization above")
+        return 0
+    for line in out[: int(max_lines)]:
+        print("  DIFF " + line)
+    if len(out) > int(max_lines):
+        print("  ... %d more differences" % (len(out) - int(max_lines)))
+    print("  differences: %d" % len(out))
+    return 1
+
+
+# ---- step 3: our NCCL XML against NCCL's dump -------------------------------------
+def index_xml(root):
+    """key -> (element, parent key) for every element; the first of a key wins."""
+    out, dups = {}, []
+
+    def key_of(e, chain):
+        pci = next((k for k in reversed(chain) if k[0] == "pci"), None)
+        a = e.attrib
+        if e.tag == "pci" and "busid" in a:
+            return ("pci", a["busid"].lower())
+        if e.tag == "cpu" and "numaid" in a:
+            return ("cpu", a["numaid"])
+        if e.tag == "net":
+            return ("net", a.get("name") or "dev=" + a.get("dev", "?"))
+        if e.tag in ("gpu", "nic"):
+            return (e.tag, pci[1] if pci else "?")
+        if e.tag in ("nvlink", "c2c", "pcilink"):
+            return (e.tag, chain[-1] if chain else None, a.get("target", ""))
+        if e.tag == "system":
+            return ("system",)
+        return (e.tag, chain[-1] if chain else None, len(chain))
+
+    def rec(e, chain):
+        k = key_of(e, chain)
+        if k in out:
+            dups.append(k)
+        else:
+            out[k] = (e, chain[-1] if chain else None)
+        for c in e:
+            if isinstance(c.tag, str):
+                rec(c, chain + [k])
+
+    rec(root, [])
+    return out, dups
+
+
+def fmt_key(k):
+    if k is None:
+        return "(top)"
+    if k[0] == "pci":
+        return "pci busid=%s" % k[1]
+    if k[0] == "cpu":
+        return "cpu numaid=%s" % k[1]
+    if k[0] == "net":
+        return "net name=%s" % k[1]
+    if k[0] in ("gpu", "nic"):
+        return "%s under pci %s" % k
+    if k[0] == "system":
+        return "system"
+    return "%s under %s%s" % (k[0], fmt_key(k[1]), (" target=%s" % k[2]) if len(k) > 2 and k[2] else "")
+
+
+def cmd_nccl(ours_path, dump_path):
+    try:
+        ours = ET.parse(ours_path).getroot()
+    except ET.ParseError as e:
+        print("  our XML does not parse: %s" % e)
+        return 3
+    try:
+        dump = ET.parse(dump_path).getroot()
+    except ET.ParseError as e:
+        print("  NCCL's dump does not parse: %s" % e)
+        return 3
+    oi, odups = index_xml(ours)
+    di, _ = index_xml(dump)
+    dis, missing, attrs = [], [], 0
+    for k in odups:
+        dis.append("our XML has %s twice (NCCL takes the first)" % fmt_key(k))
+    for k, (e, parent) in oi.items():
+        if k not in di:
+            missing.append(fmt_key(k))
+            continue
+        de, dparent = di[k]
+        for name, val in e.attrib.items():
+            attrs += 1
+            got = de.attrib.get(name)
+            if got is None:
+                dis.append("%s: we set %s=%r, NCCL's dump has no %s" % (fmt_key(k), name, val, name))
+            elif got != val:
+                dis.append("%s: we set %s=%r, NCCL's dump has %r" % (fmt_key(k), name, val, got))
+        if parent != dparent and (parent is None) == (dparent is None):
+            dis.append("%s: ours is under %s, NCCL's under %s" % (fmt_key(k), fmt_key(parent), fmt_key(dparent)))
+    matched = len(oi) - len(missing)
+    print("  our elements: %d, found in NCCL's dump: %d, attributes compared: %d" % (len(oi), matched, attrs))
+    if missing:
+        print("  not in NCCL's dump (NCCL trims branches with no GPU or NIC of this communicator; not counted): "
+              + "; ".join(missing[:20]) + (" ..." if len(missing) > 20 else ""))
+    for d in dis:
+        print("  DISAGREE " + d)
+    print("  disagreements: %d" % len(dis))
+    if matched == 0:
+        print("  no element of ours is in NCCL's dump")
+        return 1
+    return 1 if dis else 0
+
+
+# ---- step 4: check -o json ------------------------------------------------------
+def cmd_check(json_path, rc):
+    rc = int(rc)
+    try:
+        with open(json_path) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        print("  check's output is not JSON: %s" % e)
+        return 1
+    bad = []
+    if d.get("schema") != "gpuaffinity.health/v1":
+        bad.append("schema is %r, want gpuaffinity.health/v1" % d.get("schema"))
+    res = d.get("results") or []
+    by = {}
+    for r in res:
+        v = r.get("verdict")
+        if v not in ("pass", "warn", "fail", "skip"):
+            bad.append("check %s has verdict %r" % (r.get("id"), v))
+        by.setdefault(v, []).append(r)
+    healthy = d.get("healthy")
+    if rc == 0 and healthy is not True:
+        bad.append("exit 0 but healthy=%r" % healthy)
+    if rc == 1 and healthy is not False:
+        bad.append("exit 1 but healthy=%r" % healthy)
+    if rc not in (0, 1):
+        bad.append("exit %d (2: could not check)" % rc)
+    if (healthy is True) == bool(by.get("fail")):
+        bad.append("healthy=%r with %d failed checks" % (healthy, len(by.get("fail", []))))
+    print("  verdict: %s, healthy: %s, profile: %s, %d checks (%s)" % (
+        d.get("verdict"), healthy, d.get("profile"), len(res),
+        ", ".join("%d %s" % (len(by.get(v, [])), v) for v in ("pass", "warn", "fail", "skip"))))
+    for v in ("fail", "warn", "skip"):
+        for r in by.get(v, []):
+            print("  %-4s %-20s %s" % (v, r.get("id"), r.get("reason", "")))
+    for b in bad:
+        print("  INCONSISTENT " + b)
+    if bad:
+        return 1
+    return 0 if healthy else 4
+
+
+def cmd_count_gpus(json_path):
+    with open(json_path) as f:
+        print(len(json.load(f).get("gpus") or []))
+    return 0
+
+
+def main():
+    cmds = {"smi": cmd_smi, "jsondiff": cmd_jsondiff, "nccl": cmd_nccl, "check": cmd_check,
+            "count-gpus": cmd_count_gpus}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        print("usage: gpu_check_helpers.py %s ARGS..." % "|".join(cmds), file=sys.stderr)
+        return 2
+    try:
+        return cmds[sys.argv[1]](*sys.argv[2:])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print("  helper %s failed: %s: %s" % (sys.argv[1], type(e).__name__, e))
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+PYEOF
+
+py() { timeout -k 5 60 "$PY" "$HELPER" "$@"; }
+
+DEMO_FLAGS=()
+[[ -n $DEMO ]] && DEMO_FLAGS=(--demo "$DEMO")
+
+echo "gpu-check: binary $BIN"
+echo "gpu-check: $("$BIN" version 2>/dev/null | head -n 1)"
+echo "gpu-check: output in $OUT"
+[[ -n $DEMO ]] && echo "gpu-check: DEMO mode, machine $DEMO (no GPU used; nvidia-smi and NCCL are not run)"
+[[ -z $PY ]] && echo "gpu-check: python3 not found: the comparisons of steps 1, 3 and 4 are skipped"
+echo "gpu-check: host $(hostname 2>/dev/null), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
+# ---- step 1: topo beside nvidia-smi topo -m --------------------------------------
+step1() {
+  local st=PASS note=""
+  if [[ -n $DEMO ]]; then
+    step_begin 1 "topo vs its own table (demo: stands in for nvidia-smi topo -m)"
+    run step1-topo-table 60 "$BIN" topo ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"}
+    local smi=$OUT/step1-topo-table.out
+  else
+    step_begin 1 "gpuaffinity topo vs nvidia-smi topo -m"
+    run step1-nvidia-smi 60 nvidia-smi topo -m
+    local smi=$OUT/step1-nvidia-smi.out smi_rc=$RC smi_ms=$MS
+    if ((smi_rc != 0)); then
+      indent "$OUT/step1-nvidia-smi.err" 10; indent "$smi" 10
+      step_end FAIL "nvidia-smi topo -m failed (rc=$smi_rc, $smi_ms ms)"; return
+    fi
+    run step1-topo-table 60 "$BIN" topo
+  fi
+  local tab_rc=$RC tab_ms=$MS
+  ((tab_rc == 0)) || { indent "$OUT/step1-topo-table.err" 10; st=FAIL note="topo (table) rc=$tab_rc"; }
+  indent "$OUT/step1-topo-table.out" 60
+  run step1-topo-json 60 "$BIN" topo ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} -o json
+  local json_rc=$RC json_ms=$MS
+  if ((json_rc != 0)); then
+    indent "$OUT/step1-topo-json.err" 10
+    step_end FAIL "topo -o json rc=$json_rc"; return
+  fi
+  [[ -s $OUT/step1-topo-json.err ]] && { echo "  topo -o json stderr:"; indent "$OUT/step1-topo-json.err" 10; }
+  if [[ -z $DEMO ]]; then
+    echo "  nvidia-smi topo -m:"
+    indent "$smi" 60
+    echo "  timing: nvidia-smi topo -m ${smi_ms} ms, gpuaffinity topo ${tab_ms} ms, gpuaffinity topo -o json ${json_ms} ms"
+  else
+    echo "  timing: gpuaffinity topo ${tab_ms} ms, gpuaffinity topo -o json ${json_ms} ms"
+  fi
+  if [[ -z $PY ]]; then
+    step_end SKIP "python3 not found: matrix not compared${note:+; $note}"; return
+  fi
+  py smi "$smi" "$OUT/step1-topo-json.out" | tee "$OUT/step1-compare.txt"
+  local crc=${PIPESTATUS[0]} ndis
+  ndis=$(grep -o 'disagreements: [0-9]*' "$OUT/step1-compare.txt" | grep -o '[0-9]*$')
+  case $crc in
+    0) ;;
+    1) st=FAIL note="${note:+$note; }${ndis:-some} disagreement(s) with nvidia-smi (DISAGREE lines)" ;;
+    *) st=FAIL note="${note:+$note; }could not compare" ;;
+  esac
+  [[ $st == PASS ]] && note="every GPU-GPU and GPU-NIC class agrees"
+  step_end "$st" "$note"
+}
+
+# ---- step 2: snapshot and replay ---------------------------------------------------
+step2() {
+  step_begin 2 "snapshot, then topo --root <snapshot> -o json == live topo -o json"
+  local root=/ st=PASS note="" demo_pid="" t0
+  if [[ -n $DEMO ]]; then
+    # snapshot has no --demo: the agent builds the demo machine in
+    # $TMPDIR/gpuaffinity-demo-* and keeps it while it runs; that folder is
+    # the "live" root here.
+    echo "  demo: an agent builds machine $DEMO on disk; its root plays the live node"
+    rm -rf "$OUT/step2-demo-tmp"; mkdir -p "$OUT/step2-demo-tmp"
+    agent_start step2-demo-agent "$OUT/step2-demo-state" "TMPDIR=$OUT/step2-demo-tmp" -- --demo "$DEMO" ||
+      { step_end FAIL "could not start the demo agent"; return; }
+    demo_pid=$AGENT_PID
+    t0=$(now_ms)
+    while (($(now_ms) - t0 < READY_TIMEOUT_S * 1000)); do
+      [[ -s $OUT/step2-demo-state/topology.json ]] && break
+      kill -0 "$demo_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    local roots=("$OUT"/step2-demo-tmp/gpuaffinity-demo-*)
+    if [[ ! -s $OUT/step2-demo-state/topology.json || ${#roots[@]} -ne 1 || ! -d ${roots[0]} ]]; then
+      indent "$OUT/step2-demo-agent.log" 20
+      agent_stop
+      step_end FAIL "the demo agent wrote no topology.json or no single demo root"; return
+    fi
+    root=${roots[0]}
+    echo "    demo root ${root#"$OUT"/} ready after $(($(now_ms) - t0)) ms"
+  fi
+  local rootflag=()
+  [[ -n $DEMO ]] && rootflag=(--root "$root")
+  local snap=$OUT/step2-snapshot
+  rm -rf "$snap"
+  run step2-live-before 60 "$BIN" topo ${rootflag[@]+"${rootflag[@]}"} -o json
+  local a_rc=$RC
+  run step2-snapshot 180 "$BIN" snapshot ${rootflag[@]+"${rootflag[@]}"} -o "$snap"
+  local s_rc=$RC s_ms=$MS
+  indent "$OUT/step2-snapshot.err" 10
+  run step2-live-after 60 "$BIN" topo ${rootflag[@]+"${rootflag[@]}"} -o json
+  local b_rc=$RC
+  run step2-replay 60 "$BIN" topo --root "$snap" -o json
+  local r_rc=$RC r_ms=$MS
+  if [[ -n $DEMO ]]; then
+    run step2-demo-direct 60 "$BIN" topo --demo "$DEMO" -o json
+    local d_rc=$RC
+    if ((d_rc == 0)) && cmp -s "$OUT/step2-demo-direct.out" "$OUT/step2-live-before.out"; then
+      echo "  topo --demo $DEMO -o json == topo --root <demo root> -o json"
+    else
+      echo "  topo --demo $DEMO -o json differs from topo --root <demo root> -o json (rc=$d_rc)"
+      diff -u "$OUT/step2-live-before.out" "$OUT/step2-demo-direct.out" >"$OUT/step2-demo-direct.diff"
+      indent "$OUT/step2-demo-direct.diff" 30
+      st=FAIL note="--demo and --root <demo root> differ"
+    fi
+    if cmp -s "$OUT/step2-demo-state/topology.json" "$OUT/step2-live-before.out"; then
+      echo "  the agent's topology.json == topo --root <demo root> -o json"
+    else
+      echo "  the agent's topology.json differs from topo --root <demo root> -o json"
+      st=FAIL note="${note:+$note; }agent topology.json differs"
+    fi
+    agent_stop
+    echo "  demo agent stopped: rc=$RC in $MS ms"
+  fi
+  if ((a_rc != 0 || s_rc != 0 || b_rc != 0 || r_rc != 0)); then
+    for f in step2-live-before step2-snapshot step2-live-after step2-replay; do indent "$OUT/$f.err" 5; done
+    step_end FAIL "a command failed (topo rc=$a_rc, snapshot rc=$s_rc, topo rc=$b_rc, replay rc=$r_rc)"; return
+  fi
+  echo "  snapshot: $(du -sh "$snap" 2>/dev/null | cut -f1) in $s_ms ms; replay topo in $r_ms ms"
+  local cmp_rc
+  if [[ -n $PY ]]; then
+    echo "  replay vs live (before the snapshot):"
+    py jsondiff "$OUT/step2-live-before.out" "$OUT/step2-replay.out"
+    cmp_rc=$?
+    if ((cmp_rc == 1)); then
+      echo "  replay vs live (after the snapshot):"
+      py jsondiff "$OUT/step2-live-after.out" "$OUT/step2-replay.out" && cmp_rc=0 &&
+        note="${note:+$note; }replay equals the live read taken after the snapshot"
+      echo "  live before vs live after (what changed on the node meanwhile):"
+      py jsondiff "$OUT/step2-live-before.out" "$OUT/step2-live-after.out" 20
+    fi
+  else
+    # Without python3: a plain diff, nvml.source normalized by sed.
+    local f
+    for f in step2-live-before step2-live-after step2-replay; do
+      sed -e 's/^\(    "source": \)"\(live\|replay\)",$/\1"live|replay (normalized)",/' "$OUT/$f.out" >"$OUT/$f.norm.json"
+    done
+    echo "  normalized: nvml.source live vs replay (documented as where NVML's answers came from), by sed"
+    if cmp -s "$OUT/step2-live-before.norm.json" "$OUT/step2-replay.norm.json" ||
+      cmp -s "$OUT/step2-live-after.norm.json" "$OUT/step2-replay.norm.json"; then
+      cmp_rc=0; echo "  identical"
+    else
+      cmp_rc=1
+    fi
+  fi
+  if ((cmp_rc != 0)); then
+    diff -u "$OUT/step2-live-before.out" "$OUT/step2-replay.out" >"$OUT/step2-replay.diff"
+    echo "  diff -u live replay (step2-replay.diff):"
+    indent "$OUT/step2-replay.diff" 40
+    st=FAIL note="${note:+$note; }the replay differs from the live node"
+  fi
+  [[ $st == PASS && -z $note ]] && note="replay == live"
+  step_end "$st" "$note"
+}
+
+# ---- step 3: the NCCL topology file inside NCCL -------------------------------------
+find_all_reduce_perf() {
+  if [[ -n ${NCCL_TESTS_BIN:-} ]]; then echo "$NCCL_TESTS_BIN"; return 0; fi
+  command -v all_reduce_perf 2>/dev/null && return 0
+  local d f
+  for d in /usr/local /opt; do
+    [[ -d $d ]] || continue
+    f=$(timeout 30 find "$d" -maxdepth 6 -type f -name all_reduce_perf -perm -u+x 2>/dev/null | head -n 1)
+    [[ -n $f ]] && { echo "$f"; return 0; }
+  done
+  return 1
+}
+
+step3() {
+  step_begin 3 "nccl-topo loaded by NCCL (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE)"
+  local xml=$OUT/step3-nccl-topo.xml dump=$OUT/step3-nccl-dump.xml log=$OUT/step3-nccl.log
+  rm -f "$xml" "$dump"
+  run step3-nccl-topo 60 "$BIN" nccl-topo ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} -o "$xml"
+  if ((RC != 0)) || [[ ! -s $xml ]]; then
+    indent "$OUT/step3-nccl-topo.err" 10
+    step_end FAIL "nccl-topo rc=$RC"; return
+  fi
+  echo "  $(grep -o '<[a-z][a-z0-9]*' "$xml" | wc -l) elements in ${xml#"$OUT"/} ($MS ms)"
+  if [[ -n $DEMO ]]; then
+    if [[ -n $PY ]]; then
+      echo "  demo: comparer self-test, our XML against itself as the dump"
+      py nccl "$xml" "$xml" || { step_end FAIL "the comparer fails on our own XML"; return; }
+    fi
+    step_end SKIP "demo: NCCL not run"; return
+  fi
+  local prog kind ngpu=1
+  if prog=$(find_all_reduce_perf); then
+    kind=nccl-tests
+    if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+      ngpu=$(awk -F, '{print NF}' <<<"$CUDA_VISIBLE_DEVICES")
+    elif [[ -n $PY && -s $OUT/step1-topo-json.out ]]; then
+      ngpu=$(py count-gpus "$OUT/step1-topo-json.out") || ngpu=1
+    fi
+    ((ngpu >= 1)) || ngpu=1
+  elif [[ -n $PY ]] && timeout 120 "$PY" -c 'import sys, torch, torch.distributed as d; sys.exit(0 if torch.cuda.is_available() and d.is_nccl_available() else 1)' >/dev/null 2>&1; then
+    kind=torch
+  else
+    echo "  no NCCL program: all_reduce_perf is not on PATH nor under /usr/local or /opt (set NCCL_TESTS_BIN), and python3 cannot import torch with CUDA and NCCL"
+    step_end SKIP "no all_reduce_perf and no torch with NCCL"; return
+  fi
+  local inherited
+  inherited=$(env | grep '^NCCL_' | grep -v '^NCCL_TESTS_BIN=' | sort | tr '\n' ' ')
+  [[ -n $inherited ]] && echo "  note: NCCL variables already set, kept: $inherited"
+  local nccl_env=(NCCL_TOPO_FILE="$xml" NCCL_TOPO_DUMP_FILE="$dump" NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV")
+  if [[ $kind == nccl-tests ]]; then
+    echo "  using $prog on $ngpu GPU(s), one process"
+    run step3-nccl 240 env "${nccl_env[@]}" "$prog" -b 8 -e 1M -f 4 -g "$ngpu" -n 5 -w 2 -c 1
+  else
+    echo "  using torch.distributed (NCCL backend), one process, world size 1, GPU 0"
+    run step3-nccl 240 env "${nccl_env[@]}" "GPU_CHECK_TORCH_STORE=$OUT/step3-torch-store" "$PY" -c '
+import os, torch, torch.distributed as dist
+store = os.environ["GPU_CHECK_TORCH_STORE"]
+torch.cuda.set_device(0)
+dist.init_process_group("nccl", init_method="file://" + store, rank=0, world_size=1)
+t = torch.ones(1 << 10, device="cuda")
+dist.all_reduce(t)
+torch.cuda.synchronize()
+print("all_reduce ok:", t[0].item(), "NCCL", ".".join(map(str, torch.cuda.nccl.version())))
+dist.destroy_process_group()
+'
+  fi
+  local nrc=$RC nms=$MS st=PASS note=""
+  cat "$OUT/step3-nccl.out" "$OUT/step3-nccl.err" >"$log"
+  echo "  NCCL: $(grep -m1 -o 'NCCL version [^ ]*' "$log" || echo 'version not in the log'), program rc=$nrc, $nms ms"
+  grep -E 'NCCL_TOPO_FILE|TOPO_DUMP|Loading topology|topology file' "$log" | head -n 5 | sed 's/^/    | /'
+  grep -qF "$xml" "$log" || echo "  note: the log does not name our file $xml (NCCL may not have said it loaded it)"
+  if ((nrc != 0)); then
+    tail -n 30 "$log" | sed 's/^/    | /'
+    st=FAIL note="the NCCL program failed (rc=$nrc)"
+  fi
+  local warns
+  warns=$(grep -cw 'WARN' "$log")
+  if ((warns > 0)); then
+    echo "  WARN lines in the NCCL log: $warns"
+    grep -nw 'WARN' "$log" | head -n 30 | sed 's/^/    | /'
+    st=FAIL note="${note:+$note; }$warns WARN line(s)"
+  else
+    echo "  no WARN line in the NCCL log (${log#"$OUT"/}, $(wc -l <"$log") lines)"
+  fi
+  if [[ ! -s $dump ]]; then
+    st=FAIL note="${note:+$note; }NCCL wrote no dump to NCCL_TOPO_DUMP_FILE"
+  elif [[ -n $PY ]]; then
+    echo "  our XML vs NCCL's dump (${dump#"$OUT"/}):"
+    py nccl "$xml" "$dump" | tee "$OUT/step3-compare.txt"
+    if ((PIPESTATUS[0] != 0)); then
+      st=FAIL
+      note="${note:+$note; }$(grep -o 'disagreements: [0-9]*' "$OUT/step3-compare.txt" | grep -o '[0-9]*$' || echo '?') disagreement(s) with NCCL's dump"
+    fi
+  fi
+  [[ $st == PASS ]] && note="$kind: no WARN, every attribute of ours kept by NCCL"
+  step_end "$st" "$note"
+}
+
+# ---- step 4: check ----------------------------------------------------------------
+step4() {
+  step_begin 4 "gpuaffinity check --interval 1s -o json"
+  run step4-check 120 "$BIN" check ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} --interval 1s -o json
+  local rc=$RC ms=$MS st=PASS note=""
+  indent "$OUT/step4-check.err" 10
+  if [[ -n $PY ]]; then
+    py check "$OUT/step4-check.out" "$rc"
+    case $? in
+      0) note="healthy (rc=0, $ms ms)" ;;
+      4) note="node UNHEALTHY (rc=1, $ms ms): see the fail lines"
+         ((STRICT_HEALTH)) && st=FAIL ;;
+      *) st=FAIL note="check's answer is inconsistent or it could not check (rc=$rc)" ;;
+    esac
+  else
+    case $rc in
+      0) note="healthy (rc=0)" ;;
+      1) note="node UNHEALTHY (rc=1)"; ((STRICT_HEALTH)) && st=FAIL ;;
+      *) st=FAIL note="could not check (rc=$rc)" ;;
+    esac
+    # Without python3: the results' id and verdict lines, failed and skipped ones.
+    awk -F'"' '/^      "id": / { id = $4 } /^      "verdict": / && $4 != "pass" { printf "  %-4s %s\n", $4, id }' \
+      "$OUT/step4-check.out"
+  fi
+  step_end "$st" "$note"
+}
+
+# ---- step 5: agent -------------------------------------------------------------------
+step5() {
+  step_begin 5 "gpuaffinity agent: /readyz, /metrics x3, NVML GPU metrics"
+  if [[ -z $CURL ]]; then step_end SKIP "curl not found"; return; fi
+  local state=$OUT/step5-agent-state st=PASS note="" t0 code=000
+  rm -rf "$state"
+  local envs=()
+  [[ -n $DEMO ]] && envs=("TMPDIR=$OUT/step5-demo-tmp") && mkdir -p "$OUT/step5-demo-tmp"
+  agent_start step5-agent "$state" "${envs[@]+"${envs[@]}"}" -- "${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"}" ||
+    { step_end FAIL "could not start the agent"; return; }
+  local base=http://127.0.0.1:$AGENT_PORT
+  t0=$(now_ms)
+  # Ready: /readyz answers 200, or 503 with a verdict (not "no discovery yet").
+  while (($(now_ms) - t0 < READY_TIMEOUT_S * 1000)); do
+    kill -0 "$AGENT_PID" 2>/dev/null || break
+    code=$(timeout 5 "$CURL" -s -o "$OUT/step5-readyz.txt" -w '%{http_code}' --max-time 3 "$base/readyz" 2>/dev/null)
+    [[ $code == 200 ]] && break
+    [[ $code == 503 ]] && ! grep -q 'no discovery yet' "$OUT/step5-readyz.txt" && break
+    sleep 0.1
+  done
+  local ready_ms=$(($(now_ms) - t0))
+  if ! kill -0 "$AGENT_PID" 2>/dev/null; then
+    indent "$OUT/step5-agent.log" 30
+    agent_stop
+    step_end FAIL "the agent exited (rc=$RC) before it was ready"; return
+  fi
+  echo "  /readyz: HTTP $code after $ready_ms ms: $(head -n 1 "$OUT/step5-readyz.txt" 2>/dev/null)"
+  sed -n '2,20p' "$OUT/step5-readyz.txt" 2>/dev/null | sed 's/^/    | /'
+  case $code in
+    200) ;;
+    503) note="/readyz 503 (node unhealthy)"; ((STRICT_HEALTH)) && st=FAIL ;;
+    *) st=FAIL note="/readyz never answered (HTTP $code after $ready_ms ms)" ;;
+  esac
+  local hz
+  hz=$(timeout 5 "$CURL" -s -o /dev/null -w '%{http_code}' --max-time 3 "$base/healthz")
+  echo "  /healthz: HTTP $hz"
+  [[ $hz == 200 ]] || { st=FAIL note="${note:+$note; }/healthz HTTP $hz"; }
+  # Three timed scrapes.
+  local n w scrape_ok=0 times=() secs size
+  for n in 1 2 3; do
+    w=$(timeout 30 "$CURL" -s -o "$OUT/step5-metrics.$n.txt" -w '%{http_code} %{time_total} %{size_download}' --max-time 25 "$base/metrics")
+    read -r code secs size <<<"$w"
+    local sms
+    sms=$(awk -v s="${secs:-0}" 'BEGIN { printf "%.1f", s * 1000 }')
+    times+=("$sms")
+    echo "  scrape $n: HTTP ${code:-none}, ${size:-0} bytes, $sms ms, $(grep -vc '^#' "$OUT/step5-metrics.$n.txt" 2>/dev/null || echo 0) samples"
+    [[ $code == 200 ]] && scrape_ok=$((scrape_ok + 1))
+  done
+  ((scrape_ok == 3)) || { st=FAIL note="${note:+$note; }$((3 - scrape_ok)) scrape(s) failed"; }
+  # NVML-derived GPU metrics (docs/metrics.md, collector nvml).
+  local m=$OUT/step5-metrics.3.txt ngpu=-1
+  timeout 10 "$CURL" -s --max-time 5 -o "$OUT/step5-topology.json" "$base/topology"
+  if cmp -s "$OUT/step5-topology.json" "$state/topology.json"; then
+    echo "  /topology == state-dir topology.json"
+  else
+    echo "  /topology differs from the state dir's topology.json"
+    st=FAIL note="${note:+$note; }/topology != topology.json"
+  fi
+  if [[ -n $PY ]]; then
+    ngpu=$(py count-gpus "$OUT/step5-topology.json" 2>/dev/null) || ngpu=-1
+  else
+    ngpu=$(grep -c '"nvml_index":' "$OUT/step5-topology.json" 2>/dev/null)
+  fi
+  local n_info n_up n_width nvml_up bad_up
+  n_info=$(grep -c '^gpuaffinity_gpu_info{' "$m")
+  n_up=$(grep -c '^gpuaffinity_gpu_up{' "$m")
+  n_width=$(grep -c '^gpuaffinity_gpu_pcie_link_width{' "$m")
+  nvml_up=$(awk '$1 == "gpuaffinity_nvml_up" { print $2 }' "$m")
+  bad_up=$(grep '^gpuaffinity_gpu_up{' "$m" | awk '$NF != 1' | tr '\n' ' ')
+  echo "  GPUs in /topology: $ngpu; gpuaffinity_nvml_up ${nvml_up:-absent}; gpu_info series $n_info, gpu_up $n_up, gpu_pcie_link_width $n_width"
+  grep -E '^gpuaffinity_(gpu_info|gpu_up|gpu_pcie_link_width|gpu_pcie_link_generation)\{' "$m" | head -n 8 | sed 's/^/    | /'
+  local mfail=""
+  [[ $nvml_up == 1 ]] || mfail="gpuaffinity_nvml_up is ${nvml_up:-absent}, want 1"
+  ((ngpu > 0)) || mfail="${mfail:+$mfail; }no GPU in /topology"
+  ((n_info == ngpu && n_up == ngpu)) || mfail="${mfail:+$mfail; }gpu_info/gpu_up series $n_info/$n_up for $ngpu GPUs"
+  ((n_width == ngpu)) || mfail="${mfail:+$mfail; }gpu_pcie_link_width (read from NVML at scrape) for $n_width of $ngpu GPUs"
+  [[ -z $bad_up ]] || mfail="${mfail:+$mfail; }GPUs not up: $bad_up"
+  if [[ -n $mfail ]]; then
+    st=FAIL note="${note:+$note; }$mfail"
+  fi
+  agent_stop
+  echo "  agent stopped (SIGTERM): rc=$RC in $MS ms"
+  ((RC == 0)) || { indent "$OUT/step5-agent.log" 20; st=FAIL note="${note:+$note; }agent exit $RC after SIGTERM, want 0"; }
+  [[ $st == PASS && -z $note ]] && note="ready in $ready_ms ms; scrapes ${times[*]} ms; $ngpu GPUs with NVML metrics"
+  [[ $st == PASS && $note == /readyz* ]] && note="$note; scrapes ${times[*]} ms; $ngpu GPUs with NVML metrics"
+  step_end "$st" "$note"
+}
+
+T_ALL=$(now_ms)
+step1
+step2
+step3
+step4
+step5
+
+# ---- summary -------------------------------------------------------------------------
+printf '\n=== Summary (%s%s) ===\n' "$(hostname 2>/dev/null)" "${DEMO:+, demo $DEMO}"
+printf '%-4s  %-6s %9s  %s\n' step result "time ms" "what / note"
+failed=0
+for i in "${!S_ID[@]}"; do
+  printf '%-4s  %-6s %9d  %s\n' "${S_ID[$i]}" "${S_STATUS[$i]}" "${S_MS[$i]}" "${S_TITLE[$i]}"
+  [[ -n ${S_NOTE[$i]} ]] && printf '%-4s  %-6s %9s    %s\n' "" "" "" "${S_NOTE[$i]}"
+  [[ ${S_STATUS[$i]} == FAIL ]] && failed=$((failed + 1))
+done
+printf 'total %d ms; outputs in %s\n' "$(($(now_ms) - T_ALL))" "$OUT"
+if ((failed)); then
+  echo "RESULT: FAIL ($failed step(s) failed)"
+  exit 1
+fi
+echo "RESULT: PASS"
+exit 0
