@@ -22,7 +22,7 @@ export CGO_CFLAGS  := -O2 -g -Wno-deprecated-declarations
 # Packages `go test -fuzz` runs briefly in `make test`: package:target.
 FUZZ := ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
         ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
-        ./ncclxml:FuzzParse
+        ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay
 
 .PHONY: all build demo test deps lint vet fmt-check compile unit fuzz bench clean
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,13 @@ type Options struct {
 	// ShutdownTimeout bounds the HTTP servers' graceful shutdown; 0
 	// means 5 s.
 	ShutdownTimeout time.Duration
+	// DiscoveryTimeout bounds how long Run waits for a discovery round
+	// (discovery, state files, health gate); 0 means 2 minutes. A round
+	// still running then is reported as failed ("discovery timed out
+	// after ...") and left to finish in its goroutine (a read that
+	// blocks, a hung NVML Init: Go cannot interrupt either); no other
+	// round starts until it has returned.
+	DiscoveryTimeout time.Duration
 	// NVML replaces the NVML library nvml.Open(Root) would give (tests:
 	// a replay whose Init fails). It is not re-opened on rescans.
 	NVML gonvml.Interface
@@ -82,8 +90,9 @@ type Agent struct {
 	ready     chan struct{}
 	ran       atomic.Bool
 
-	roundStart atomic.Int64 // UnixNano of the running round's start; 0 between rounds
-	xidRunning atomic.Bool  // the XID watch runs
+	roundStart atomic.Int64  // UnixNano of the running round's start; 0 between rounds
+	busy       chan struct{} // closed when the last round's goroutine returned; Run's goroutine only
+	xidRunning atomic.Bool   // the XID watch runs
 	xidMu      sync.Mutex
 	xidErr     string // the watch's last error, logged once
 
@@ -111,6 +120,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 5 * time.Second
+	}
+	if opts.DiscoveryTimeout <= 0 {
+		opts.DiscoveryTimeout = 2 * time.Minute
 	}
 	log := opts.Logger
 	if log == nil {
@@ -220,8 +232,11 @@ func (a *Agent) Close() {
 // Run serves HTTP, discovers the node and then rescans until ctx ends
 // (SIGTERM): it tells systemd STOPPING=1, shuts the servers down within
 // Options.ShutdownTimeout, waits for every goroutine it started and
-// drops its NVML Init. It returns nil after a clean stop, or the error
-// that stopped a server. Run may be called once.
+// drops its NVML Init. A discovery round still running then (stuck in
+// a blocking read) is not waited for: its goroutine ends when the read
+// returns, and publishes and writes nothing. It returns nil after a
+// clean stop, or the error that stopped a server. Run may be called
+// once.
 func (a *Agent) Run(ctx context.Context) (err error) {
 	if !a.ran.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
@@ -317,24 +332,100 @@ func (a *Agent) alive(limit time.Duration) bool {
 	return start == 0 || time.Since(time.Unix(0, start)) < limit
 }
 
-// round discovers the node, writes the state files, runs the health gate
-// and publishes the result. A failed discovery keeps the last good node.
+// round runs one discovery round (runRound) in its own goroutine and
+// waits for it, for Options.DiscoveryTimeout at most, or until ctx ends.
+// A round past its timeout is reported as a failed discovery and keeps
+// running; while it does, round starts no other one and reports the
+// discovery as still blocked.
 func (a *Agent) round(ctx context.Context, why string) {
+	if a.busy != nil {
+		select {
+		case <-a.busy:
+		default:
+			since := time.Unix(0, a.roundStart.Load())
+			a.discoveryFailed(time.Now(), 0, why, fmt.Errorf("discovery blocked: the round started at %s has not returned",
+				since.UTC().Format(time.RFC3339)))
+			return
+		}
+	}
 	start := time.Now()
 	a.roundStart.Store(start.UnixNano())
-	defer a.roundStart.Store(0)
+	done := make(chan struct{})
+	a.busy = done
+	var late atomic.Bool // round stopped waiting for it
+	go func() {
+		defer close(done)
+		defer a.roundStart.Store(0)
+		defer func() {
+			// A panic outside discovery and the gate (state files, rendering).
+			if err := recoverErr(a.log, "discovery round", recover()); err != nil && ctx.Err() == nil {
+				a.discoveryFailed(start, time.Since(start), why, err)
+			}
+		}()
+		a.runRound(ctx, why, start)
+		if late.Load() {
+			a.log.Warn("a discovery round the agent stopped waiting for has returned", "why", why, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}()
+	timer := time.NewTimer(a.opts.DiscoveryTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		late.Store(true)
+		a.log.Warn("stopping with a discovery round still running; not waiting for it", "why", why,
+			"running_for", time.Since(start).Round(time.Millisecond))
+	case <-timer.C:
+		late.Store(true)
+		a.discoveryFailed(start, a.opts.DiscoveryTimeout, why, fmt.Errorf("discovery timed out after %s", a.opts.DiscoveryTimeout))
+	}
+}
 
-	lib, source := a.nv.refresh()
-	n, err := discover.Discover(discover.Options{Root: a.opts.Root, NVML: lib, NVMLSource: source,
-		TopoFile: a.opts.TopoFile, Roles: a.opts.Roles})
+// recoverErr turns a recovered panic value into an error ("panic: ..."),
+// logging the stack at debug level; nil for none.
+func recoverErr(log *slog.Logger, what string, v any) error {
+	if v == nil {
+		return nil
+	}
+	log.Debug("panic in "+what, "panic", v, "stack", string(debug.Stack()))
+	return fmt.Errorf("panic: %v", v)
+}
+
+// discoveryFailed publishes a failed discovery: the last good node (if
+// any) stays.
+func (a *Agent) discoveryFailed(start time.Time, dur time.Duration, why string, err error) {
+	a.mu.Lock()
+	a.state.Discovery = exporter.DiscoveryStatus{Last: start, LastSuccess: a.state.Discovery.LastSuccess,
+		OK: false, Duration: dur, Err: err.Error()}
+	kept := a.state.Node != nil
+	a.mu.Unlock()
+	a.log.Error("discovery failed", "why", why, "root", a.opts.Root, "err", err, "serving_last_good_node", kept)
+}
+
+// runRound discovers the node, writes the state files, runs the health gate
+// and publishes the result. A failed discovery keeps the last good node.
+// A panic in discovery or in the gate is their error. Once ctx has ended
+// (the agent stops without waiting for this round) it writes and
+// publishes nothing more.
+func (a *Agent) runRound(ctx context.Context, why string, start time.Time) {
+	var n topology.Node
+	err := func() (err error) {
+		defer func() {
+			if perr := recoverErr(a.log, "discovery", recover()); perr != nil {
+				err = perr
+			}
+		}()
+		lib, source := a.nv.refresh()
+		n, err = discover.Discover(discover.Options{Root: a.opts.Root, NVML: lib, NVMLSource: source,
+			TopoFile: a.opts.TopoFile, Roles: a.opts.Roles})
+		return err
+	}()
 	dur := time.Since(start)
+	if ctx.Err() != nil {
+		return
+	}
 	if err != nil {
-		a.mu.Lock()
-		a.state.Discovery = exporter.DiscoveryStatus{Last: start, LastSuccess: a.state.Discovery.LastSuccess,
-			OK: false, Duration: dur, Err: err.Error()}
-		kept := a.state.Node != nil
-		a.mu.Unlock()
-		a.log.Error("discovery failed", "why", why, "root", a.opts.Root, "err", err, "serving_last_good_node", kept)
+		a.discoveryFailed(start, dur, why, err)
 		return
 	}
 	for _, w := range n.Warnings {
@@ -364,10 +455,22 @@ func (a *Agent) round(ctx context.Context, why string) {
 		js = buf.Bytes()
 	}
 
-	rep, gerr := health.Run(ctx, n, health.Options{Root: a.opts.Root, Profile: a.opts.Profile,
-		Expect: a.opts.Expect, Interval: 0,
-		// Check-time counter reads share the scrape's reader (one EINVAL memory).
-		Reader: health.NewReader(a.opts.Root, "", a.exp.CounterReader())})
+	var rep health.Report
+	gerr := func() (err error) {
+		defer func() {
+			if perr := recoverErr(a.log, "health gate", recover()); perr != nil {
+				err = perr
+			}
+		}()
+		rep, err = health.Run(ctx, n, health.Options{Root: a.opts.Root, Profile: a.opts.Profile,
+			Expect: a.opts.Expect, Interval: 0,
+			// Check-time counter reads share the scrape's reader (one EINVAL memory).
+			Reader: health.NewReader(a.opts.Root, "", a.exp.CounterReader())})
+		return err
+	}()
+	if ctx.Err() != nil {
+		return
+	}
 	var repp *health.Report
 	gateErr := ""
 	if gerr != nil {

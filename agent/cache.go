@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 	"github.com/gpuaffinity/gpuaffinity/numa"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -36,7 +39,10 @@ type CacheOptions struct {
 
 // LoadCache reads the node the agent wrote to Dir/topology.json, for a
 // command that would otherwise discover the node again. It refuses, with
-// an error that says why, a file that is missing, not newer than the boot
+// an error that says why, a directory or file another user could have
+// written (owned by neither root nor this user, or writable by group or
+// others: ErrUntrusted), a file that is not a regular file (a FIFO, a
+// link), a file that is missing, not newer than the boot
 // (btime of ROOT/proc/stat: a file from before a reboot describes another
 // boot's devices), that does not decode, or whose schema is not
 // topology.Schema.
@@ -47,13 +53,25 @@ type CacheOptions struct {
 // ROOT/proc/self/status), as discovery would have read them.
 func LoadCache(opts CacheOptions) (topology.Node, error) {
 	path := filepath.Join(opts.Dir, TopologyFile)
-	f, err := os.Open(path)
-	if err != nil {
+	if err := trusted(opts.Dir, true); err != nil {
 		return topology.Node{}, err
 	}
+	// Non-blocking and not through a link: a FIFO planted in its place
+	// must not hang every rank of a job.
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return topology.Node{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
+		return topology.Node{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return topology.Node{}, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrUntrusted, fi.Mode().Type())
+	}
+	if err := trustedInfo(path, fi, false); err != nil {
 		return topology.Node{}, err
 	}
 	boot, err := BootTime(opts.Root)
@@ -93,11 +111,45 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	return n, nil
 }
 
+// ErrUntrusted is wrapped when a state directory or file could have been
+// written by another user: launchers would then take that user's word
+// for the node's NICs and CPUs.
+var ErrUntrusted = errors.New("not trusted")
+
+// trusted checks that path (a directory when dir) is owned by root or by
+// this process's user and writable by neither its group nor others.
+func trusted(path string, dir bool) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if dir && !fi.IsDir() {
+		return fmt.Errorf("%s: %w: not a directory", path, ErrUntrusted)
+	}
+	return trustedInfo(path, fi, dir)
+}
+
+func trustedInfo(path string, fi fs.FileInfo, dir bool) error {
+	what := "file"
+	if dir {
+		what = "directory"
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
+			return fmt.Errorf("%s: %w: the %s is owned by uid %d, not by root or this user (uid %d)", path, ErrUntrusted, what, st.Uid, euid)
+		}
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%s: %w: the %s is writable by its group or others (mode %04o)", path, ErrUntrusted, what, perm)
+	}
+	return nil
+}
+
 // BootTime reads the boot time, btime of ROOT/proc/stat (seconds since
 // the epoch).
 func BootTime(root string) (time.Time, error) {
 	path := filepath.Join(root, "proc/stat")
-	b, err := os.ReadFile(path)
+	b, err := sysattr.ReadFileLimit(path, 1<<20) // bounded, never blocks on a FIFO
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -17,7 +17,10 @@
 // (nccl.TopologyXML; not on EFA nodes, whose plugin writes its own) and
 // env (node-level dotenv, NCCL_TOPO_FILE pointing at the XML). A
 // failed rescan keeps the last good node and says so in
-// exporter.State.Discovery. LoadCache reads topology.json back for
+// exporter.State.Discovery; so does a round that panics (recovered:
+// "panic: ...") or runs past Options.DiscoveryTimeout (abandoned to its
+// goroutine, which ends when its blocking read returns; Run never waits
+// for it at shutdown). LoadCache reads topology.json back for
 // `gpuaffinity env` and `cpumap`.
 //
 // NVML: the agent holds one Init for its life (Shutdown at exit) and

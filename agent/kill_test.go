@@ -78,14 +78,16 @@ func TestStateFilesSurviveKill(t *testing.T) {
 			t.Fatalf("writer %d ended with %v before the kill; stderr:\n%s", i, err, stderr.String())
 		}
 
+		// One generation is written to temporary files first (one per
+		// state file), then renamed: a kill leaves at most those.
 		temps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
-		if len(temps) > 1 {
+		if len(temps) > 3 {
 			t.Fatalf("after kill %d: %d temporary files: %v", i, len(temps), temps)
 		}
 		killedMidWrite += len(temps)
 		checkStateFiles(t, dir, dotenvLine)
 	}
-	t.Logf("%d of 30 kills left a temporary file behind (removed by the next writer)", killedMidWrite)
+	t.Logf("%d temporary files left behind by 30 kills (removed by the next writer)", killedMidWrite)
 }
 
 // checkStateFiles fails unless each state file is absent or complete.

@@ -22,12 +22,18 @@ type nvmlHold struct {
 	fixed gonvml.Interface // live, or injected; nil: re-open per discovery
 	log   *slog.Logger
 
+	// refreshMu serialises refresh. Open and Init run under it and not
+	// under mu, so an Init that hangs (or a replay whose read blocks)
+	// does not hang scrapes (current) or the agent's exit (close).
+	refreshMu sync.Mutex
+	failed    string // the last Init or open failure, logged once; under refreshMu
+
 	mu     sync.Mutex
 	cur    gonvml.Interface // the library discovery and scrapes use
 	source string
 	held   bool             // cur's Init succeeded and is not yet shut down
 	prev   gonvml.Interface // the replay before cur, still initialised
-	failed string           // the last Init or open failure, logged once
+	closed bool             // close ran: an Init that returns later is shut down at once
 }
 
 func newNVMLHold(root string, injected gonvml.Interface, log *slog.Logger) *nvmlHold {
@@ -45,11 +51,21 @@ func newNVMLHold(root string, injected gonvml.Interface, log *slog.Logger) *nvml
 // refresh prepares NVML for a discovery and returns the library to read
 // (nil for none) and its source name.
 func (h *nvmlHold) refresh() (gonvml.Interface, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.refreshMu.Lock()
+	defer h.refreshMu.Unlock()
 	if h.fixed != nil {
-		if !h.held {
-			h.held = h.init(h.fixed)
+		h.mu.Lock()
+		held := h.held
+		h.mu.Unlock()
+		if !held {
+			held = h.init(h.fixed)
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if held && h.closed {
+				h.fixed.Shutdown()
+				held = false
+			}
+			h.held = held
 		}
 		return h.fixed, h.source
 	}
@@ -62,6 +78,14 @@ func (h *nvmlHold) refresh() (gonvml.Interface, string) {
 	var held bool
 	if lib != nil {
 		held = h.init(lib)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		if held {
+			lib.Shutdown()
+		}
+		return nil, nvml.SourceNone
 	}
 	if h.prev != nil {
 		h.prev.Shutdown()
@@ -107,9 +131,12 @@ func (h *nvmlHold) current() gonvml.Interface {
 }
 
 // close drops the agent's references: Shutdown for each Init it holds.
+// It does not wait for a refresh stuck in Open or Init: what that one
+// initialises afterwards is shut down when it returns.
 func (h *nvmlHold) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.closed = true
 	if h.prev != nil {
 		h.prev.Shutdown()
 		h.prev = nil

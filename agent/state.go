@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -48,18 +47,27 @@ func stateFiles(dir string, n topology.Node) (map[string][]byte, []string, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("render %s: %w", EnvFile, err)
 	}
+	// A value dotenv cannot hold (a hostile netdev name) is left out of
+	// the file with a warning: the rest of the state is still written.
+	vars, dropped := nccl.DotenvHoldable(e.Vars)
+	warnings := e.Warnings
+	for _, v := range dropped {
+		warnings = append(warnings, fmt.Sprintf("%s: %s=%q left out: dotenv cannot hold it (gpuaffinity env -o sh can)", EnvFile, v.Name, v.Value))
+	}
 	var env bytes.Buffer
-	if err := nccl.WriteDotenv(&env, e.Vars); err != nil {
+	if err := nccl.WriteDotenv(&env, vars); err != nil {
 		return nil, nil, fmt.Errorf("render %s: %w", EnvFile, err)
 	}
 	files[EnvFile] = env.Bytes()
-	return files, e.Warnings, nil
+	return files, warnings, nil
 }
 
-// writeState writes n's state files into dir, each atomically, the
-// topology last: a reader that finds a topology.json newer than the boot
-// finds the other files of the same node (or newer). It returns the
-// topology JSON it wrote.
+// writeState writes n's state files into dir as one generation: every
+// file is first written in full to a temporary file beside it (and
+// fsynced); only when all are written are they renamed into place, the
+// topology last. A failed write (disk full) changes none of them, so a
+// reader never finds a new env beside an old topology.json. It returns
+// the topology JSON it wrote.
 func writeState(dir string, n topology.Node) ([]byte, []string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -69,19 +77,68 @@ func writeState(dir string, n topology.Node) ([]byte, []string, error) {
 	if err != nil {
 		return nil, warnings, err
 	}
+	order := []string{NCCLTopoFile, EnvFile, TopologyFile}
+	temps := map[string]string{}
+	defer func() {
+		for _, tmp := range temps {
+			os.Remove(tmp)
+		}
+	}()
+	for _, name := range order {
+		if files[name] == nil {
+			continue
+		}
+		tmp, err := writeTemp(abs, name, files[name])
+		if err != nil {
+			return nil, warnings, err
+		}
+		temps[name] = tmp
+	}
 	var errs []error
-	for _, name := range []string{NCCLTopoFile, EnvFile, TopologyFile} {
+	for _, name := range order {
 		path := filepath.Join(abs, name)
-		data := files[name]
-		if data == nil {
+		if files[name] == nil {
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		errs = append(errs, atomicfile.Write(path, data, 0o644))
+		if err := os.Rename(temps[name], path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(temps, name)
+	}
+	if d, err := os.Open(abs); err == nil {
+		errs = append(errs, d.Sync()) // the renames themselves
+		d.Close()
 	}
 	return files[TopologyFile], warnings, errors.Join(errs...)
+}
+
+// writeTemp writes data to a new temporary file ".<name>.tmp-*" in dir
+// (O_EXCL, mode 0644), fsynced, and returns its path; removeStaleTemps
+// knows the pattern.
+func writeTemp(dir, name string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("state file %s: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("state file %s: write %s: %w", name, f.Name(), err)
+	}
+	return f.Name(), nil
 }
 
 // removeStaleTemps removes the temporary files an interrupted
@@ -107,7 +164,19 @@ func removeStaleTemps(path string) error {
 func cleanStateDir(dir, nfdFile string) error {
 	var errs []error
 	if dir != "" {
+		_, statErr := os.Stat(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("state dir: %w", err)
+		}
+		if errors.Is(statErr, fs.ErrNotExist) {
+			// Ours: make it 0755 whatever the umask.
+			if err := os.Chmod(dir, 0o755); err != nil {
+				return fmt.Errorf("state dir: %w", err)
+			}
+		}
+		// Launchers trust what is in it: another user must not be able
+		// to write there (LoadCache refuses such a directory too).
+		if err := trusted(dir, true); err != nil {
 			return fmt.Errorf("state dir: %w", err)
 		}
 		for _, name := range []string{TopologyFile, NCCLTopoFile, EnvFile} {

@@ -75,6 +75,16 @@ func Compute(n topology.Node, opts Options) (Map, error) {
 	if err := c.usableCPUs(); err != nil {
 		return Map{}, err
 	}
+	// Bound the ranks before making them: a GPU's ranks split or share
+	// the usable CPUs, so more of them than there are usable CPUs can
+	// never be placed (exclusive) or only ever stack up on the same CPUs
+	// (node, socket). Exclusive mode's exact per-node count is split's.
+	if u := c.usable.Len(); k > u {
+		if mode == ModeExclusive {
+			return Map{}, fmt.Errorf("%w: %d ranks per GPU for %d usable CPUs (%s)", ErrTooManyRanks, k, u, c.usable)
+		}
+		return Map{}, fmt.Errorf("%w: %d ranks per GPU: more than the %d usable CPUs (%s)", ErrOptions, k, u, c.usable)
+	}
 	c.nodeSets()
 	gpus := slices.Clone(n.GPUs)
 	slices.SortStableFunc(gpus, func(a, b topology.GPU) int { return cmp.Compare(a.Index, b.Index) })

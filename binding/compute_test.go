@@ -3,6 +3,7 @@ package binding
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -555,6 +556,26 @@ func TestMoreRanksThanCores(t *testing.T) {
 	}
 	if got := m.Leftover.String(); got != "30-55,86-111,142-167,198-223" {
 		t.Errorf("leftover %s", got)
+	}
+}
+
+// TestRanksPerGPUBound: a K beyond the usable CPUs is refused before any
+// rank is made (10,000,000 per GPU used to run the process out of memory).
+func TestRanksPerGPUBound(t *testing.T) {
+	n := fixture(t, "dgx-h100") // 224 usable CPUs
+	for _, k := range []int{10_000_000, math.MaxInt, 225} {
+		if _, err := Compute(n, Options{RanksPerGPU: k}); !errors.Is(err, ErrTooManyRanks) || !strings.Contains(err.Error(), "224 usable CPUs") {
+			t.Errorf("exclusive K=%d: %v, want ErrTooManyRanks", k, err)
+		}
+		for _, mode := range []Mode{ModeNode, ModeSocket} {
+			if _, err := Compute(n, Options{Mode: mode, RanksPerGPU: k}); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "more than the 224 usable CPUs") {
+				t.Errorf("%s K=%d: %v, want ErrOptions", mode, k, err)
+			}
+		}
+	}
+	// As many ranks per GPU as usable CPUs still share them.
+	if m, err := Compute(n, Options{Mode: ModeNode, RanksPerGPU: 224}); err != nil || len(m.Ranks) != 8*224 {
+		t.Errorf("node K=224: %v, %d ranks", err, len(m.Ranks))
 	}
 }
 

@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 	"github.com/gpuaffinity/gpuaffinity/ncclxml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -33,15 +35,15 @@ const maxTopoFileSize = 4 << 20
 // such a file also does not fit when it lists a GPU or NIC the node does
 // not have, which for a file the user named is only a warning.
 func applyTopoFile(n *topology.Node, diskPath, path string, found bool) ([]string, error) {
-	fi, err := os.Stat(diskPath)
-	if err != nil {
-		return nil, fmt.Errorf("topology file %s: %w", path, err)
-	}
-	if fi.Size() > maxTopoFileSize {
-		return nil, fmt.Errorf("topology file %s: %d bytes, more than %d", path, fi.Size(), maxTopoFileSize)
-	}
-	data, err := os.ReadFile(diskPath)
-	if err != nil {
+	// Bounded and non-blocking: /dev/zero or a FIFO given as the file is
+	// refused, not read for ever (Stat says 0 bytes for a device).
+	data, err := sysattr.ReadFileLimit(diskPath, maxTopoFileSize)
+	switch {
+	case errors.Is(err, sysattr.ErrTooLarge):
+		return nil, fmt.Errorf("topology file %s: more than %d bytes: %w", path, maxTopoFileSize, sysattr.ErrTooLarge)
+	case errors.Is(err, sysattr.ErrNotRegular):
+		return nil, fmt.Errorf("topology file %s: %w", path, sysattr.ErrNotRegular)
+	case err != nil:
 		return nil, fmt.Errorf("topology file %s: %w", path, err)
 	}
 	root, err := ncclxml.Parse(data)

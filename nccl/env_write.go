@@ -82,6 +82,24 @@ func envDotenvSafe(c byte) bool {
 // docker --env-file. Values are written raw; a value with a byte outside
 // [A-Za-z0-9_.,:=^/@%+-] is refused with an error naming the variable,
 // and nothing is written.
+// DotenvHoldable splits vars into those a dotenv file can hold
+// (WriteDotenv's rules) and those it cannot, so that a writer can leave
+// the latter out with a warning instead of writing nothing.
+func DotenvHoldable(vars []Var) (ok, dropped []Var) {
+	for _, v := range vars {
+		safe := envCheckNames([]Var{v}) == nil
+		for i := 0; safe && i < len(v.Value); i++ {
+			safe = envDotenvSafe(v.Value[i])
+		}
+		if safe {
+			ok = append(ok, v)
+		} else {
+			dropped = append(dropped, v)
+		}
+	}
+	return ok, dropped
+}
+
 func WriteDotenv(w io.Writer, vars []Var) error {
 	if err := envCheckNames(vars); err != nil {
 		return err

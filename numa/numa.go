@@ -78,10 +78,25 @@ func Read(root string) (t Topology, errs []error) {
 			t.Online = t.Online.Union(n.CPUs)
 		}
 	}
+	// The kernel gives every CPU one node; a CPU two cpulists claim (a
+	// hand-edited snapshot, a broken root) stays with the first (lowest
+	// ID) node, so that no two ranks are given it, with a warning.
 	nodeOf := map[int]int{}
-	for _, n := range t.Nodes {
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		var dup []int
 		for _, c := range n.CPUs.CPUs() {
+			if _, taken := nodeOf[c]; taken {
+				dup = append(dup, c)
+				continue
+			}
 			nodeOf[c] = n.ID
+		}
+		if len(dup) > 0 {
+			d := cpuset.Of(dup...)
+			note(fmt.Errorf("%s: CPUs %s are also in the cpulist of NUMA node %d; they are counted in node %d only",
+				filepath.Join(root, "sys/devices/system/node", fmt.Sprintf("node%d", n.ID), "cpulist"), d, nodeOf[dup[0]], nodeOf[dup[0]]))
+			n.CPUs = n.CPUs.Difference(d)
 		}
 	}
 	// SMT siblings share a core and a package: read the topology files
@@ -107,7 +122,7 @@ func Read(root string) (t Topology, errs []error) {
 	}
 	t.Allowed, err = AllowedCPUs(filepath.Join(root, "proc/self/status"))
 	if err != nil {
-		note(err)
+		note(fmt.Errorf("%w; taking every online CPU (%s) as allowed", err, t.Online))
 		t.Allowed = t.Online
 	}
 	note(t.readCPUInfo(filepath.Join(root, "proc/cpuinfo")))
@@ -261,13 +276,19 @@ func AllowedCPUs(path string) (cpuset.Set, error) {
 // flag from the first
 // processor block of /proc/cpuinfo. Arm cpuinfo has none of these: the
 // fields stay empty and that is not an error.
-func (t *Topology) readCPUInfo(path string) error {
+func (t *Topology) readCPUInfo(path string) (err error) {
 	b, err := sysattr.ReadFileLimit(path, 16<<20)
 	if err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	known := false // a field every architecture's block has
+	defer func() {
+		if !known && err == nil {
+			err = fmt.Errorf("%s: the first processor block has no vendor_id, CPU implementer or cpu line: CPU vendor and model unknown", path)
+		}
+	}()
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
@@ -280,10 +301,11 @@ func (t *Topology) readCPUInfo(path string) error {
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		switch k {
 		case "vendor_id":
-			t.Vendor, t.Arch = v, "x86_64"
+			t.Vendor, t.Arch, known = v, "x86_64", true
 		case "CPU implementer", "CPU architecture":
-			t.Arch = "arm64"
+			t.Arch, known = "arm64", true
 		case "cpu":
+			known = true
 			if strings.HasPrefix(v, "POWER") {
 				t.Arch = "ppc64"
 			}

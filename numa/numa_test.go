@@ -113,3 +113,42 @@ func TestReadNoNUMA(t *testing.T) {
 		t.Errorf("errors = %v", errs)
 	}
 }
+
+// Malformed files that would give a silently wrong answer get a warning
+// naming the file: two node cpulists claiming one CPU (the CPU stays with
+// the lower node, so no two ranks are given it), a Cpus_allowed_list that
+// does not parse (every online CPU is taken, and the warning says so), a
+// cpuinfo whose first block names no architecture.
+func TestReadMalformedWarns(t *testing.T) {
+	root := t.TempDir()
+	m := map[string]string{
+		"sys/devices/system/cpu/online":          "0-3",
+		"sys/devices/system/node/node0/cpulist":  "0-2",
+		"sys/devices/system/node/node0/distance": "10 21",
+		"sys/devices/system/node/node1/cpulist":  "2-3",
+		"sys/devices/system/node/node1/distance": "21 10",
+		"proc/self/status":                       "Cpus_allowed_list:\t0-3,junk\n",
+		"proc/cpuinfo":                           "garbage line\nmore: junk\n",
+	}
+	for i := range 4 {
+		cpu(m, i, i, i/2, strconv.Itoa(i))
+	}
+	put(t, root, m)
+	got, errs := Read(root)
+	all := ""
+	for _, e := range errs {
+		all += e.Error() + "\n"
+	}
+	for _, want := range []string{
+		"node1/cpulist: CPUs 2 are also in the cpulist of NUMA node 0; they are counted in node 0 only",
+		"proc/self/status", "taking every online CPU (0-3) as allowed",
+		"proc/cpuinfo: the first processor block has no vendor_id, CPU implementer or cpu line",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("errors lack %q:\n%s", want, all)
+		}
+	}
+	if got.Nodes[0].CPUs.String() != "0-2" || got.Nodes[1].CPUs.String() != "3" || got.CPUs[2].Node != 0 {
+		t.Errorf("nodes %+v, CPU 2 node %d", got.Nodes, got.CPUs[2].Node)
+	}
+}

@@ -3,6 +3,7 @@ package nvml
 import (
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -146,7 +147,21 @@ func ForScrape() ReadOption {
 // State. When Init fails nothing else is called (live go-nvml would call
 // into a library that is not loaded). A nil lib reads as no NVML. opts
 // may leave out calls (ForScrape).
+//
+// A call that panics (a replay of a ReplayFile no LoadReplay checked, a
+// broken mock) does not crash the caller: Read answers as if the call had
+// returned ERROR_UNKNOWN and NVML were unavailable, with Err and a warning
+// naming the call and the panic, and no GPUs. A DeviceGetCount above
+// MaxReplayDevices (NVML cannot answer one) is ERROR_UNKNOWN too.
 func Read(lib nvml.Interface, opts ...ReadOption) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			call := panickedCall()
+			res.Available, res.GPUs = false, nil
+			res.Err = fmt.Errorf("%w: %s: %w (panic: %v)", ErrUnavailable, call, retErr(nvml.ERROR_UNKNOWN), p)
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s (panic: %v)", call, returnName(nvml.ERROR_UNKNOWN), p))
+		}
+	}()
 	var o readOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -187,6 +202,10 @@ func Read(lib nvml.Interface, opts ...ReadOption) (res Result) {
 		}
 	}
 	n, r := lib.DeviceGetCount()
+	if r == nvml.SUCCESS && (n < 0 || n > MaxReplayDevices) {
+		res.Err = fmt.Errorf("%w: DeviceGetCount: %w (%d devices, outside 0..%d)", ErrUnavailable, retErr(nvml.ERROR_UNKNOWN), n, MaxReplayDevices)
+		return res
+	}
 	if r != nvml.SUCCESS {
 		res.Err = fmt.Errorf("%w: DeviceGetCount: %w", ErrUnavailable, retErr(r))
 		return res
@@ -199,6 +218,59 @@ func Read(lib nvml.Interface, opts ...ReadOption) (res Result) {
 		res.Warnings = append(res.Warnings, g.warnings...)
 	}
 	return res
+}
+
+// readerFuncs are the functions of this package that call into NVML for
+// Read; panickedCall names the callee of the innermost one.
+var readerFuncs = []string{
+	readPkg + ".Read", readPkg + ".(*gpuReader).", readPkg + ".recoveryAction",
+}
+
+// readPkg is this package's import path as runtime writes function names.
+const readPkg = "github.com/gpuaffinity/gpuaffinity/nvml"
+
+// panickedCall names the NVML call that panicked, from a deferred
+// recover in Read: the method Read's code called ("GetRetiredPages"), or
+// "Read" when the panic is in Read's own code.
+func panickedCall() string {
+	pcs := make([]uintptr, 128)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	call, panicking := "", false
+	for {
+		fr, more := frames.Next()
+		name := fr.Function
+		if i := strings.Index(name, "[...]"); i >= 0 { // a generic function
+			name = name[:i] + name[i+len("[...]"):]
+		}
+		reader := false
+		for _, p := range readerFuncs {
+			reader = reader || strings.HasPrefix(name, p)
+		}
+		switch {
+		case name == "runtime.gopanic":
+			panicking = true // the frames below are the deferred recover's
+		case !panicking || strings.HasPrefix(name, "runtime."):
+		case reader && call != "":
+			return call
+		case reader:
+			return "Read"
+		case name != "":
+			call = methodName(name)
+		}
+		if !more {
+			return "NVML call"
+		}
+	}
+}
+
+// methodName is a runtime function name's last element, without closure
+// suffixes: "GetCpuAffinity" for "pkg.(*replayDevice).GetCpuAffinity.func1".
+func methodName(name string) string {
+	parts := strings.Split(name[strings.LastIndex(name, "/")+1:], ".")
+	for len(parts) > 1 && strings.Trim(strings.TrimPrefix(parts[len(parts)-1], "func"), "0123456789") == "" {
+		parts = parts[:len(parts)-1]
+	}
+	return parts[len(parts)-1]
 }
 
 // gpuReader reads one GPU and keeps its warnings.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -89,13 +88,15 @@ func NewReplay(f ReplayFile) nvml.Interface {
 }
 
 // LoadReplay reads an nvml.json file (docs/nvml-replay.md) and returns its
-// replayer. It rejects a version other than ReplayVersion, unknown fields,
-// Return names it does not know and a device count that does not match the
-// devices listed; every error names the file.
+// replayer. It rejects anything but a regular file of at most
+// MaxReplayFileSize bytes (a FIFO or device is not read), a version other
+// than ReplayVersion, unknown fields, Return names it does not know, a
+// device count that does not match the devices listed, and counts and
+// sizes over the MaxReplay bounds; every error names the file.
 func LoadReplay(path string) (nvml.Interface, error) {
-	data, err := os.ReadFile(path)
+	data, err := readReplayFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("nvml: replay: %w", err)
+		return nil, fmt.Errorf("nvml: replay %s unreadable: %w", path, err)
 	}
 	f, err := decodeReplay(data)
 	if err != nil {
@@ -115,6 +116,9 @@ func decodeReplay(data []byte) (ReplayFile, error) {
 	if head.Version != ReplayVersion {
 		return ReplayFile{}, fmt.Errorf("unsupported version %d (this build reads version %d)", head.Version, ReplayVersion)
 	}
+	if err := checkShape(data); err != nil {
+		return ReplayFile{}, err
+	}
 	var f ReplayFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -124,10 +128,14 @@ func decodeReplay(data []byte) (ReplayFile, error) {
 	return f, f.validate()
 }
 
-// validate reports every Return name it does not know and a device count
-// that disagrees with the devices listed.
+// validate reports every Return name it does not know, a device count
+// that disagrees with the devices listed, and every count or size over the
+// MaxReplay bounds (checkBounds).
 func (f *ReplayFile) validate() error {
-	var errs []error
+	errs := f.checkBounds()
+	if len(f.Devices) > MaxReplayDevices {
+		return errors.Join(errs...)
+	}
 	check := func(where, name string) {
 		if _, err := parseReturn(name); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
@@ -764,6 +772,9 @@ func (d *replayDevice) GetRetiredPages(cause nvml.PageRetirementCause) ([]uint64
 		n = v.DoubleBit
 	default:
 		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	if n > MaxReplayRetiredPages { // only a ReplayFile LoadReplay did not check
+		return nil, nvml.ERROR_UNKNOWN
 	}
 	pages := make([]uint64, max(n, 0))
 	for i := range pages {

@@ -132,6 +132,10 @@ func readPort(dir string, n int) (Port, []error) {
 	}
 	if p.LinkLayer, err = sysattr.String(filepath.Join(dir, "link_layer")); err != nil {
 		errs = append(errs, err)
+	} else if !slices.Contains(linkLayers, p.LinkLayer) {
+		// The kernel writes one of these (ib_core's link_layer_show); an
+		// empty or junk file must not pass for a fabric silently.
+		errs = append(errs, fmt.Errorf("%s: %q is not a link layer the kernel writes (InfiniBand, Ethernet, Unknown); the port's fabric is a guess", filepath.Join(dir, "link_layer"), p.LinkLayer))
 	}
 	if nd, err := sysattr.String(filepath.Join(dir, "gid_attrs/ndevs/0")); err == nil {
 		p.Netdev = nd
@@ -141,6 +145,10 @@ func readPort(dir string, n int) (Port, []error) {
 	}
 	return p, errs
 }
+
+// linkLayers are the values of ports/N/link_layer: "Unknown" is what EFA
+// and other ports of no IB link layer report.
+var linkLayers = []string{"InfiniBand", "Ethernet", "Unknown"}
 
 // maxGIDs bounds the GID table walk; mlx5 RoCE ports have 255 entries.
 const maxGIDs = 256

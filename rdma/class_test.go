@@ -133,3 +133,31 @@ func TestNoRDMAClass(t *testing.T) {
 		t.Fatalf("got %v %v", devs, errs)
 	}
 }
+
+// An empty or junk link_layer is not a fabric: the port is read, with a
+// warning naming the file, instead of passing for RoCE in silence.
+func TestDevicesJunkLinkLayer(t *testing.T) {
+	for _, ll := range []string{"", "Infiniband\x00junk", "ethernet"} {
+		root := t.TempDir()
+		ib := fn + "/infiniband/mlx5_0"
+		write(t, root, map[string]string{
+			ib + "/ports/1/state":      "4: ACTIVE",
+			ib + "/ports/1/phys_state": "5: LinkUp",
+			ib + "/ports/1/rate":       "400 Gb/sec (4X NDR)",
+			ib + "/ports/1/link_layer": ll,
+		}, map[string]string{
+			"sys/class/infiniband/mlx5_0": "../../devices/pci0000:00/0000:00:02.0/0000:03:00.0/infiniband/mlx5_0",
+		})
+		devs, errs := Devices(root)
+		if len(devs) != 1 || len(devs[0].Ports) != 1 {
+			t.Fatalf("%q: devices = %+v", ll, devs)
+		}
+		all := ""
+		for _, e := range errs {
+			all += e.Error() + "\n"
+		}
+		if !strings.Contains(all, "ports/1/link_layer") || !strings.Contains(all, "not a link layer the kernel writes") {
+			t.Errorf("%q: errors %q", ll, all)
+		}
+	}
+}

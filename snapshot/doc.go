@@ -28,7 +28,10 @@
 // absent, as it is in the source.
 //
 // Extract unpacks a snapshot (or any tar of a root, such as the fixtures)
-// without ever writing outside its target.
+// without ever writing outside its target, nor making a link that, resolved
+// through the archive's other links, leads outside it. WriteTarGzFile and
+// WriteDir never write through a link planted at their output, nor into a
+// directory another user could change under them.
 //
 // Not to add here: parsing. A snapshot holds data only, exactly as read;
 // readers live in the source packages.

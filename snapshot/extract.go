@@ -22,8 +22,10 @@ const (
 
 // ErrUnsafeEntry is wrapped by Extract's error for an archive entry that
 // would write or point outside dir: an absolute name, a ".." component, an
-// entry beneath a symlink, a link whose text is absolute or climbs above
-// dir, or a type other than file, directory or symlink.
+// entry beneath or over a symlink, a link whose text is absolute or that,
+// resolved as the kernel would through the links the archive holds,
+// leaves dir (or takes more than maxLinkHops links), or a type other than
+// file, directory or symlink.
 var ErrUnsafeEntry = errors.New("unsafe archive entry")
 
 // Extract unpacks a snapshot tar stream (gzip-compressed or not) into dir,
@@ -31,8 +33,13 @@ var ErrUnsafeEntry = errors.New("unsafe archive entry")
 // archive says (a captured sysfs is read-only, and a read-only tree could not
 // be removed by the test that unpacked it); links keep their exact text.
 // Nothing is written outside dir: every write goes through an os.Root, and
-// entries that would escape are refused with ErrUnsafeEntry. On error, what
-// was extracted so far stays.
+// entries that would escape are refused with ErrUnsafeEntry. Links are made
+// last, once every file and directory is in place, and only once each one's
+// target has been resolved component by component inside dir, following the
+// archive's other links (and any already in dir), and found not to leave
+// it; past a component that does not exist the rest of the text is checked
+// as written, so no ".." can climb out should it be created later. On
+// error, what was extracted so far stays (links only when all passed).
 func Extract(r io.Reader, dir string) error {
 	br := bufio.NewReader(r)
 	var src io.Reader = br
@@ -52,12 +59,12 @@ func Extract(r io.Reader, dir string) error {
 		return fmt.Errorf("extract: open %s: %w", dir, err)
 	}
 	defer root.Close()
-	x := &extractor{root: root, dir: dir, realDirs: map[string]bool{}}
+	x := &extractor{root: root, dir: dir, realDirs: map[string]bool{}, links: map[string]string{}}
 	tr := tar.NewReader(src)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return nil
+			return x.makeLinks()
 		}
 		if err != nil {
 			return fmt.Errorf("extract into %s: %w", dir, err)
@@ -73,6 +80,10 @@ type extractor struct {
 	dir      string
 	realDirs map[string]bool // directories known not to be symlinks
 	total    int64
+	// links are the archive's symlinks, name to text, made by makeLinks
+	// once the rest is in place; linkNames keeps their archive order.
+	links     map[string]string
+	linkNames []string
 }
 
 func (x *extractor) entry(h *tar.Header, r io.Reader) error {
@@ -85,6 +96,15 @@ func (x *extractor) entry(h *tar.Header, r io.Reader) error {
 	}
 	if name == "" {
 		return nil // "./" itself
+	}
+	for p := name; p != ""; p = parentOf(p) {
+		if _, ok := x.links[p]; ok {
+			what := "entry beneath a symlink"
+			if p == name {
+				what = "entry over a symlink"
+			}
+			return fmt.Errorf("extract %s: %s %s: %w", path.Join(x.dir, name), what, path.Join(x.dir, p), ErrUnsafeEntry)
+		}
 	}
 	if err := x.mkdirs(parentOf(name)); err != nil {
 		return err
@@ -114,12 +134,15 @@ func (x *extractor) entry(h *tar.Header, r io.Reader) error {
 		}
 		return nil
 	case tar.TypeSymlink:
+		// The text alone is checked now, the resolution in makeLinks.
 		if _, ok := resolveText(parentOf(name), h.Linkname); !ok {
 			return fmt.Errorf("extract %s -> %s: link leads outside %s: %w", where, h.Linkname, x.dir, ErrUnsafeEntry)
 		}
-		if err := x.root.Symlink(h.Linkname, name); err != nil {
-			return fmt.Errorf("extract %s: %w", where, err)
+		if _, err := x.root.Lstat(name); err == nil {
+			return fmt.Errorf("extract %s: link over an existing entry: %w", where, ErrUnsafeEntry)
 		}
+		x.links[name] = h.Linkname
+		x.linkNames = append(x.linkNames, name)
 		return nil
 	}
 	return fmt.Errorf("extract %s: entry type %q: %w", where, h.Typeflag, ErrUnsafeEntry)
@@ -162,5 +185,82 @@ func (x *extractor) mkdirs(p string) error {
 		return fmt.Errorf("extract %s: not a directory", path.Join(x.dir, p))
 	}
 	x.realDirs[p] = true
+	return nil
+}
+
+// makeLinks resolves every link as the kernel would, inside dir, and makes
+// them all once none leaves it.
+func (x *extractor) makeLinks() error {
+	for _, name := range x.linkNames {
+		if err := x.resolveLink(name); err != nil {
+			return fmt.Errorf("extract %s -> %s: %w", path.Join(x.dir, name), x.links[name], err)
+		}
+	}
+	for _, name := range x.linkNames {
+		if err := x.root.Symlink(x.links[name], name); err != nil {
+			return fmt.Errorf("extract %s: %w", path.Join(x.dir, name), err)
+		}
+	}
+	return nil
+}
+
+// resolveLink walks the link name's target component by component from the
+// link's directory, as path resolution would once every link is made:
+// each component that is one of the archive's links, or a link already in
+// dir, has its text spliced in (relative to the directory it sits in), ".."
+// goes up one, and leaving dir, an absolute text or more than maxLinkHops
+// links is refused. Once a component does not exist (or is not a
+// directory) the rest is followed as text, so that a ".." past it cannot
+// climb out either should it be created later.
+func (x *extractor) resolveLink(name string) error {
+	text := x.links[name]
+	todo := splitPath(text)
+	real := parentOf(name) // a real directory: entry refused any link above name
+	hops := 1
+	missing := false
+	for len(todo) > 0 {
+		comp := todo[0]
+		todo = todo[1:]
+		if comp == ".." {
+			if real == "" {
+				return fmt.Errorf("resolves outside %s: %w", x.dir, ErrUnsafeEntry)
+			}
+			real = parentOf(real)
+			continue
+		}
+		next := join(real, comp)
+		if missing {
+			real = next
+			continue
+		}
+		t, isLink := x.links[next]
+		if !isLink {
+			fi, err := x.root.Lstat(next)
+			switch {
+			case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+				missing = true
+				real = next
+				continue
+			case err != nil:
+				return err
+			case fi.Mode()&fs.ModeSymlink != 0:
+				if t, err = x.root.Readlink(next); err != nil {
+					return err
+				}
+				isLink = true
+			}
+		}
+		if !isLink {
+			real = next
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return fmt.Errorf("more than %d links deep: %w", maxLinkHops, ErrUnsafeEntry)
+		}
+		if t == "" || path.IsAbs(t) {
+			return fmt.Errorf("through %s -> %s: absolute or empty link: %w", path.Join(x.dir, next), t, ErrUnsafeEntry)
+		}
+		todo = append(splitPath(t), todo...)
+	}
 	return nil
 }

@@ -3,9 +3,12 @@ package snapshot
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -123,5 +126,130 @@ func TestExtractNormalizes(t *testing.T) {
 		if err != nil || fi.Mode() != want {
 			t.Errorf("%s: mode %v (%v), want %v", p, fi.Mode(), err, want)
 		}
+	}
+}
+
+// tarGzOf is tarOf, gzip-compressed, as a snapshot is.
+func tarGzOf(t *testing.T, entries ...tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(tarOf(t, entries...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestExtractResolvesLinks: a link whose text looks inside but that leaves
+// the root once the archive's other links resolve is refused, naming it,
+// and no link is made.
+func TestExtractResolvesLinks(t *testing.T) {
+	// up -> . makes up/up/.../up the root itself; as many ".." then climb
+	// that many directories above it, to / for any real depth.
+	deep := strings.Repeat("up/", 64) + strings.Repeat("../", 64) + "dev/zero"
+	link := func(name, text string) tarEntry { return tarEntry{name: name, typ: tar.TypeSymlink, linkname: text} }
+	dir := func(name string) tarEntry { return tarEntry{name: name, typ: tar.TypeDir} }
+	tests := []struct {
+		name    string
+		bad     string // the entry the error must name
+		entries []tarEntry
+	}{
+		{"finding: up -> . and nvml.json -> up/.../../dev/zero", "nvml.json", []tarEntry{
+			link("up", "."), link("nvml.json", deep),
+		}},
+		{"nvml.json first, up after", "nvml.json", []tarEntry{
+			link("nvml.json", deep), link("up", "."),
+		}},
+		{"one up", "sys/x", []tarEntry{
+			dir("sys/"), link("sys/up", "."), link("sys/x", "up/up/../../dev/zero"),
+		}},
+		{"link to a dir, then ..", "sys/a/x", []tarEntry{
+			dir("sys/a/"), dir("sys/b/c/"), link("sys/a/down", "../b/c"),
+			link("sys/a/x", "down/../../../../etc/passwd"),
+		}},
+		{"chain of links", "e", []tarEntry{
+			dir("a/b/c/"), link("l1", "a/b/c"), link("l2", "l1"), link("l3", "l2"),
+			link("e", "l3/../../../../outside"),
+		}},
+		{"chain through a link to an outside link", "d/out", []tarEntry{
+			dir("d/"), link("d/out", "../.."), link("x", "d/out/../d"),
+		}},
+		{"absolute link in a chain", "d/abs", []tarEntry{
+			dir("d/"), link("d/abs", "/etc"), link("x", "d/abs"),
+		}},
+		{"absolute target", "sys/x", []tarEntry{link("sys/x", "/dev/zero")}},
+		{"dot-dot chain", "a/b/x", []tarEntry{link("a/b/x", "../../../dev/zero")}},
+		{"missing component then ..", "x", []tarEntry{link("x", "missing/../../dev/zero")}},
+		{"loop", "a", []tarEntry{link("a", "b"), link("b", "a")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			root := filepath.Join(base, "root")
+			err := Extract(bytes.NewReader(tarGzOf(t, tc.entries...)), root)
+			if err == nil {
+				t.Fatal("Extract accepted it")
+			}
+			if !errors.Is(err, ErrUnsafeEntry) || !strings.Contains(err.Error(), filepath.Join(root, tc.bad)) {
+				t.Errorf("err = %v, want ErrUnsafeEntry naming %s", err, filepath.Join(root, tc.bad))
+			}
+			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type()&fs.ModeSymlink != 0 {
+					t.Errorf("link made: %s", p)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestExtractResolvesLinksAlreadyThere: a link already in the target dir
+// is followed too.
+func TestExtractResolvesLinksAlreadyThere(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../..", filepath.Join(root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	data := tarGzOf(t, tarEntry{name: "x", typ: tar.TypeSymlink, linkname: "out/../dev/zero"})
+	err := Extract(bytes.NewReader(data), root)
+	if !errors.Is(err, ErrUnsafeEntry) || !strings.Contains(err.Error(), filepath.Join(root, "x")) {
+		t.Errorf("err = %v, want ErrUnsafeEntry naming %s", err, filepath.Join(root, "x"))
+	}
+	if _, err := os.Lstat(filepath.Join(root, "x")); err == nil {
+		t.Error("link made")
+	}
+}
+
+// TestExtractKeepsInsideLinks: links that resolve inside the root, through
+// other links, before their target is extracted, or dangling without
+// climbing out, are made with their exact text.
+func TestExtractKeepsInsideLinks(t *testing.T) {
+	link := func(name, text string) tarEntry { return tarEntry{name: name, typ: tar.TypeSymlink, linkname: text} }
+	data := tarGzOf(t,
+		link("sys/bus/pci/devices/0000:01:00.0", "../../../devices/pci0000:00/0000:01:00.0"),
+		link("sys/class/net/eth0", "../../bus/pci/devices/0000:01:00.0/net/eth0"),
+		tarEntry{name: "sys/devices/pci0000:00/0000:01:00.0/net/eth0/address", typ: tar.TypeReg, body: "aa\n"},
+		link("sys/devices/pci0000:00/0000:01:00.0/driver", "../../../bus/pci/drivers/mlx5_core"),
+		link("up", "."),
+		link("self", "up/up/up/sys/../sys/class/net/eth0/../eth0"),
+		link("dangling", "sys/missing/deeper/../x"),
+	)
+	root := t.TempDir()
+	if err := Extract(bytes.NewReader(data), root); err != nil {
+		t.Fatalf("Extract: %v", err)
+	}
+	for _, p := range []string{"sys/class/net/eth0/address", "self/address"} {
+		if b, err := os.ReadFile(filepath.Join(root, p)); err != nil || string(b) != "aa\n" {
+			t.Errorf("%s = %q, %v", p, b, err)
+		}
+	}
+	if got, err := os.Readlink(filepath.Join(root, "dangling")); err != nil || got != "sys/missing/deeper/../x" {
+		t.Errorf("dangling = %q, %v", got, err)
 	}
 }

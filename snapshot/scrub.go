@@ -143,17 +143,34 @@ func (s *scrubber) gidText(text string) string {
 	return formatHexGroups(out, ':', 2)
 }
 
-// uuidRE matches the UUID part of NVIDIA's GPU-/MIG- identifiers.
-var uuidRE = regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+// uuidRE matches a bare UUID, or an NVIDIA GPU-/MIG- identifier whatever
+// its body (a UUID, or a shape this version does not know: "GPU-abc",
+// "MIG-GPU-<uuid>/1/0").
+var uuidRE = regexp.MustCompile(`(?i)\b(?:GPU|MIG)-[^\s",\\]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
-// uuids replaces every UUID in text ("GPU-e3344502-c9fc-0416-7091-
-// 4a6968e9d3e8" keeps its "GPU-" and gets a fake 8-4-4-4-12 body), the same
-// UUID always by the same fake, in nvml.json and in /proc alike.
+// bareUUID is the 8-4-4-4-12 form.
+var bareUUID = regexp.MustCompile(`(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// uuids replaces every UUID and GPU-/MIG- identifier in text
+// ("GPU-e3344502-c9fc-0416-7091-4a6968e9d3e8" keeps its "GPU-" and gets a
+// fake 8-4-4-4-12 body), the same value always by the same fake, in
+// nvml.json and in /proc alike. An identifier of another shape gets a fake
+// UUID body too: no identifier survives because its shape was unexpected.
 func (s *scrubber) uuids(text string) string {
-	return uuidRE.ReplaceAllStringFunc(text, func(u string) string {
-		raw, _ := hex.DecodeString(strings.ReplaceAll(strings.ToLower(u), "-", ""))
-		f := hex.EncodeToString(digest("uuid", raw)[:16])
-		return f[0:8] + "-" + f[8:12] + "-" + f[12:16] + "-" + f[16:20] + "-" + f[20:32]
+	return uuidRE.ReplaceAllStringFunc(text, func(m string) string {
+		prefix, body := "", m
+		if i := strings.IndexByte(m, '-'); i == 3 && !bareUUID.MatchString(m) {
+			prefix, body = m[:4], m[4:]
+		}
+		var d []byte
+		if bareUUID.MatchString(body) {
+			raw, _ := hex.DecodeString(strings.ReplaceAll(strings.ToLower(body), "-", ""))
+			d = digest("uuid", raw)
+		} else {
+			d = digest("uuid-opaque", []byte(body))
+		}
+		f := hex.EncodeToString(d[:16])
+		return prefix + f[0:8] + "-" + f[8:12] + "-" + f[12:16] + "-" + f[16:20] + "-" + f[20:32]
 	})
 }
 

@@ -171,6 +171,18 @@ func TestScrubValues(t *testing.T) {
 		{name: "unparseable GUID", got: s.guidText("0c42a10300112233"), in: "0c42a10300112233"},
 		{name: "8-byte address", got: s.address("01:02:03:04:05:06:07:08"), in: "01:02:03:04:05:06:07:08"},
 	}
+	// Identifiers of a shape the UUID form does not have still go, each
+	// replaced by a GPU-/MIG- fake of UUID form.
+	for in, gone := range map[string]string{
+		`"uuid": "GPU-abc123"`:                             "abc123",
+		"MIG-GPU-e3344502-c9fc-0416-7091-4a6968e9d3e8/1/0": "e3344502",
+		"GPU-12345-67890-abcde":                            "12345",
+	} {
+		got := s.uuids(in)
+		if strings.Contains(got, gone) || !regexp.MustCompile(`(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`).MatchString(got) {
+			t.Errorf("uuids(%q) = %q: %q survives or no fake", in, got, gone)
+		}
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.want != "" && tc.got != tc.want {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 )
 
 // Options says what to snapshot.
@@ -70,8 +72,11 @@ func (r Report) String() string {
 	return b.String()
 }
 
-// WriteDir snapshots opts.Root into dir, which must not exist or be empty.
-// Files are written 0644, directories 0755, links with their exact text.
+// WriteDir snapshots opts.Root into dir, which must not exist or be an empty
+// directory of ours: an existing dir that is a symlink or is owned by
+// another user is refused. Files are written 0644 with O_EXCL|O_NOFOLLOW,
+// directories 0755, links with their exact text, all through an os.Root on
+// dir.
 func WriteDir(opts Options, dir string) (Report, error) {
 	t, rep, err := collect(opts, nil)
 	if err != nil {
@@ -96,6 +101,23 @@ func WriteTarGz(opts Options, w io.Writer) (Report, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// WriteTarGzFile snapshots opts.Root as WriteTarGz does into the file
+// path, atomically and without following anything planted there
+// (internal/atomicfile): a temporary file beside path, created O_EXCL,
+// written, fsynced and renamed over path, so a symlink at path is replaced,
+// never written through. A directory another user could race in (writable
+// by others without the sticky bit, or owned by someone other than us or
+// root) is refused, naming it. On error path is left as it was.
+func WriteTarGzFile(opts Options, path string) (Report, error) {
+	var rep Report
+	err := atomicfile.WriteFunc(path, fileMode, func(w io.Writer) error {
+		var err error
+		rep, err = WriteTarGz(opts, w)
+		return err
+	})
+	return rep, err
 }
 
 // isLive reports whether root names the live node's root.

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"slices"
+	"syscall"
 	"time"
 )
 
@@ -145,28 +147,46 @@ func (t *tree) counts() (files, links, dirs int) {
 	return files, links, dirs
 }
 
-// writeDir writes the tree into dir, which must not exist or be empty.
+// writeDir writes the tree into dir, which must not exist or be an empty
+// directory that we own and that is not a symlink.
 func (t *tree) writeDir(dir string) error {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return fmt.Errorf("create snapshot dir %s: %w", dir, err)
 	}
-	if names, err := os.ReadDir(dir); err != nil {
-		return fmt.Errorf("read snapshot dir %s: %w", dir, err)
-	} else if len(names) > 0 {
-		return fmt.Errorf("snapshot dir %s: %w", dir, errNotEmpty)
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot dir %s: %w", dir, err)
+	}
+	if err := ownDir(dir, fi); err != nil {
+		return err
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("open snapshot dir %s: %w", dir, err)
 	}
 	defer root.Close()
+	// What was opened is what was checked: not swapped for a link since.
+	if rfi, err := root.Stat("."); err != nil || !os.SameFile(fi, rfi) {
+		return fmt.Errorf("snapshot dir %s: changed while being opened: %w", dir, errUnsafeOutput)
+	}
+	d, err := root.Open(".")
+	if err != nil {
+		return fmt.Errorf("read snapshot dir %s: %w", dir, err)
+	}
+	names, err := d.Readdirnames(1)
+	d.Close()
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("read snapshot dir %s: %w", dir, err)
+	} else if len(names) > 0 {
+		return fmt.Errorf("snapshot dir %s: %w", dir, errNotEmpty)
+	}
 	for _, e := range t.sorted() {
 		var err error
 		switch e.kind {
 		case kindDir:
 			err = root.Mkdir(e.path, dirMode)
 		case kindFile:
-			err = root.WriteFile(e.path, e.data, fileMode)
+			err = writeNew(root, e.path, e.data)
 		case kindLink:
 			err = root.Symlink(e.link, e.path)
 		}
@@ -177,7 +197,39 @@ func (t *tree) writeDir(dir string) error {
 	return nil
 }
 
-var errNotEmpty = errors.New("not empty")
+// ownDir refuses an output directory, described by its Lstat fi, that is a
+// symlink, not a directory, or not owned by us.
+func ownDir(dir string, fi fs.FileInfo) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("snapshot dir %s is a symlink: %w", dir, errUnsafeOutput)
+	case !fi.IsDir():
+		return fmt.Errorf("snapshot dir %s: not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("snapshot dir %s is owned by uid %d, not us (uid %d): %w", dir, st.Uid, os.Geteuid(), errUnsafeOutput)
+	}
+	return nil
+}
+
+// writeNew creates p in root, refusing anything already there (a link
+// included), and writes data into it.
+func writeNew(root *os.Root, p string, data []byte) error {
+	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+var (
+	errNotEmpty     = errors.New("not empty")
+	errUnsafeOutput = errors.New("unsafe output directory")
+)
 
 // writeTarGz writes the tree as a deterministic .tar.gz stream.
 func (t *tree) writeTarGz(w io.Writer) error {

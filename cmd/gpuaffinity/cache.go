@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -40,7 +41,11 @@ func (c *cacheFlags) node(cmd *cobra.Command, g *globals, nf *nodeFlags) (topolo
 			warnUnsupported(g, n)
 			return n, nil
 		}
-		g.log.Debug("agent's topology not used; discovering", "reason", err)
+		if errors.Is(err, agent.ErrUntrusted) {
+			g.log.Warn("agent's topology not used (another user could have written it); discovering", "reason", err)
+		} else {
+			g.log.Debug("agent's topology not used; discovering", "reason", err)
+		}
 	}
 	return nf.discover(cmd, g)
 }

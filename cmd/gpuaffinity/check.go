@@ -173,13 +173,13 @@ func writeCheck(w io.Writer, output string, rep health.Report) error {
 }
 
 // slurmAct drains an unhealthy node or resumes a healthy one that
-// gpuaffinity drained (gres.PlanNodeAction decides), with scontrol from
-// PATH.
+// gpuaffinity drained (gres.PlanNodeAction decides, from the one-line
+// `scontrol show node -o`), with scontrol from PATH.
 func slurmAct(ctx context.Context, name string, rep health.Report, drain, resume bool) error {
 	if (rep.Healthy && !resume) || (!rep.Healthy && !drain) {
 		return nil
 	}
-	show, err := scontrol(ctx, "show", "node", name)
+	show, err := scontrol(ctx, "show", "node", "-o", name)
 	if err != nil {
 		return err
 	}

@@ -197,15 +197,19 @@ func TestCheckGPUSelection(t *testing.T) {
 }
 
 // stubScontrol puts an scontrol on PATH that logs its arguments and
-// answers show node with reason.
-func stubScontrol(t *testing.T, reason string) string {
+// answers show node -o with reason and comment, in Slurm's one-line
+// form.
+func stubScontrol(t *testing.T, reason string, comment ...string) string {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
-	state, reasonLine := "IDLE", ""
+	state, tail := "IDLE", ""
 	if reason != "" { // scontrol prints Reason= only where one is set
-		state, reasonLine = "IDLE+DRAIN", "  echo \"   Reason="+reason+" [root@2026-01-01T00:00:00]\"\n"
+		state, tail = "IDLE+DRAIN", " Reason="+reason+" [root@2026-01-01T00:00:00]"
 	}
-	script := "#!/bin/sh\necho \"$@\" >> " + log + "\nif [ \"$1\" = show ]; then\n  echo \"NodeName=$3 Arch=x86_64 CoresPerSocket=56\"\n  echo \"   State=" + state + " ThreadsPerCore=2\"\n" + reasonLine + "fi\n"
+	for _, c := range comment {
+		tail += " Comment=" + c
+	}
+	script := "#!/bin/sh\necho \"$@\" >> " + log + "\nif [ \"$1 $2 $3\" = \"show node -o\" ]; then\n  echo \"NodeName=$4 Arch=x86_64 CoresPerSocket=56 State=" + state + " ThreadsPerCore=2 CurrentWatts=0 AveWatts=0" + tail + "\"\nfi\n"
 	writeFile(t, filepath.Join(dir, "scontrol"), script)
 	os.Chmod(filepath.Join(dir, "scontrol"), 0o755)
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
@@ -221,14 +225,21 @@ func TestCheckSlurm(t *testing.T) {
 	if _, code := runCheck(t, "--root", root, "--interval", "0", "--slurm-resume", "--slurm-drain", "--slurm-node", "gpu-01.cluster"); code != 0 {
 		t.Fatal(code)
 	}
-	if got := readLog(log); got != "show node gpu-01\nupdate nodename=gpu-01 state=resume\n" {
+	if got := readLog(log); got != "show node -o gpu-01\nupdate nodename=gpu-01 state=resume\n" {
 		t.Errorf("resume calls:\n%s", got)
 	}
 	// Healthy + drained by a human: leave it.
 	log = stubScontrol(t, "bad DIMM, ticket 42")
 	runCheck(t, "--root", root, "--interval", "0", "--slurm-resume", "--slurm-node", "gpu-01")
-	if got := readLog(log); got != "show node gpu-01\n" {
+	if got := readLog(log); got != "show node -o gpu-01\n" {
 		t.Errorf("human drain touched:\n%s", got)
+	}
+	// Healthy + drained by a human whose Comment quotes an old
+	// gpuaffinity reason: leave it.
+	log = stubScontrol(t, "admin: replacing DIMM", "ticket 42 Reason=gpuaffinity: old")
+	runCheck(t, "--root", root, "--interval", "0", "--slurm-resume", "--slurm-node", "gpu-01")
+	if got := readLog(log); got != "show node -o gpu-01\n" {
+		t.Errorf("human drain with a quoting Comment touched:\n%s", got)
 	}
 	// Unhealthy: drain with the first failure.
 	writeFile(t, filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1/state"), "1: DOWN\n")
@@ -237,7 +248,7 @@ func TestCheckSlurm(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(out, "ERROR: gpuaffinity: Health check failed: nic.port_state: NIC mlx5_0") {
 		t.Errorf("exit %d %q", code, out)
 	}
-	if got := readLog(log); !strings.HasPrefix(got, "show node gpu-01\nupdate nodename=gpu-01 state=drain reason=gpuaffinity: nic.port_state: NIC mlx5_0 (0000:18:00.0) port 1 is DOWN") || strings.Count(got, "\n") != 2 {
+	if got := readLog(log); !strings.HasPrefix(got, "show node -o gpu-01\nupdate nodename=gpu-01 state=drain reason=gpuaffinity: nic.port_state: NIC mlx5_0 (0000:18:00.0) port 1 is DOWN") || strings.Count(got, "\n") != 2 {
 		t.Errorf("drain calls:\n%s", got)
 	}
 	// Unhealthy + drained by a human: keep the human's reason (draining
@@ -246,7 +257,7 @@ func TestCheckSlurm(t *testing.T) {
 	if _, code := runCheck(t, "--root", root, "--interval", "0", "--slurm-drain", "--slurm-resume", "--slurm-node", "gpu-01"); code != 1 {
 		t.Errorf("unhealthy, human drain: exit %d", code)
 	}
-	if got := readLog(log); got != "show node gpu-01\n" {
+	if got := readLog(log); got != "show node -o gpu-01\n" {
 		t.Errorf("human drain replaced:\n%s", got)
 	}
 	// scontrol missing: could not act.

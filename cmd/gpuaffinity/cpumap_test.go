@@ -92,6 +92,9 @@ func TestCpumapErrors(t *testing.T) {
 		{[]string{"--local-rank", "8"}, "local rank 8 but this node has 8 GPU(s)", binding.ErrNoRank},
 		{[]string{"--local-rank", "-1"}, "local rank -1", binding.ErrNoRank},
 		{[]string{"--ranks-per-gpu", "17", "--demo", "smt-off-2s"}, "more ranks than cores on node 0", binding.ErrTooManyRanks},
+		// Refused before any rank is made (this used to run out of memory).
+		{[]string{"--ranks-per-gpu", "10000000"}, "more ranks than cores: 10000000 ranks per GPU for 224 usable CPUs", binding.ErrTooManyRanks},
+		{[]string{"--ranks-per-gpu", "10000000", "--mode", "node"}, "10000000 ranks per GPU: more than the 224 usable CPUs", binding.ErrOptions},
 	} {
 		args := append([]string{"cpumap"}, tc.args...)
 		if !strings.Contains(strings.Join(tc.args, " "), "--demo") {

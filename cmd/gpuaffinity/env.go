@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +45,8 @@ entry [rank] of CUDA_VISIBLE_DEVICES when that is set. Use it as
   out=$(gpuaffinity env) || exit 1; eval "$out"
 
 (eval "$(gpuaffinity env)" would go on after a failure). On any error
-nothing is printed on stdout. Warnings go to stderr.`,
+nothing is printed on stdout. Warnings (discovery's and env's own, each
+once) go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if allRanks && cmd.Flags().Changed("local-rank") {
@@ -65,9 +67,13 @@ nothing is printed on stdout. Warnings go to stderr.`,
 			if err != nil {
 				return err
 			}
-			var warnings []string
+			// The node's discovery warnings (an unreadable
+			// Cpus_allowed_list taken as every online CPU, …) first, then
+			// env's own, each once; all on stderr, so that stdout stays
+			// what eval reads.
+			warnings := slices.Clone(n.Warnings)
 			defer func() {
-				for _, w := range warnings {
+				for _, w := range dedupe(warnings) {
 					fmt.Fprintln(cmd.ErrOrStderr(), "gpuaffinity: warning:", w)
 				}
 			}()
@@ -94,14 +100,8 @@ nothing is printed on stdout. Warnings go to stderr.`,
 				if err != nil {
 					return err
 				}
-				seen := map[string]bool{}
 				for _, e := range envs {
-					for _, w := range e.Warnings {
-						if !seen[w] {
-							seen[w] = true
-							warnings = append(warnings, w)
-						}
-					}
+					warnings = append(warnings, e.Warnings...)
 				}
 				if format == "json" {
 					err = nccl.WriteJSONRanks(&out, envs)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 )
 
@@ -207,5 +208,50 @@ func TestEnvCmdWriteTopo(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "gpuaffinity: warning: --write-topo: not written") {
 		t.Errorf("stderr %q", stderr)
+	}
+}
+
+// TestEnvCmdDiscoveryWarnings: env shows the node's discovery warnings on
+// stderr, as other commands do (an unparsable Cpus_allowed_list widens
+// the allowed set to every online CPU: not silently), each once, and
+// stdout stays exactly the eval-able lines.
+func TestEnvCmdDiscoveryWarnings(t *testing.T) {
+	envCleanEnv(t)
+	root := fakesystest.Root(t, "dgx-h100")
+	status := filepath.Join(root, "proc/self/status")
+	b, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(l, "Cpus_allowed_list:") {
+			l = "Cpus_allowed_list:\tjunk"
+		}
+		lines = append(lines, l)
+	}
+	if err := os.WriteFile(status, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--local-rank", "3"}, {"--all-ranks"}} {
+		out, stderr, err := envRun(t, append([]string{"--root", root}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stderr, "gpuaffinity: warning: ") || !strings.Contains(stderr, "proc/self/status") || !strings.Contains(stderr, "junk") {
+			t.Errorf("%v: stderr does not name the unparsable Cpus_allowed_list: %q", args, stderr)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+			if strings.Count(stderr, l+"\n") != 1 {
+				t.Errorf("%v: warning %q more than once", args, l)
+			}
+		}
+		if strings.Contains(out, "warning") || strings.Contains(out, "junk") {
+			t.Errorf("%v: warning on stdout:\n%s", args, out)
+		}
+	}
+	out, _, err := envRun(t, "--root", root, "--local-rank", "3")
+	if err != nil || !strings.HasPrefix(out, "export CUDA_DEVICE_ORDER='PCI_BUS_ID'\n") || strings.Count(out, "\n") != strings.Count(out, "export ") {
+		t.Errorf("stdout not only export lines: %v\n%s", err, out)
 	}
 }

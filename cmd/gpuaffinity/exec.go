@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/binding"
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/bind"
 	"github.com/gpuaffinity/gpuaffinity/launch"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
@@ -152,7 +152,7 @@ func planExec(cmd *cobra.Command, g *globals, nf *nodeFlags, f *execFlags, args 
 
 	// --root and --demo describe another machine's files: their CPUs and
 	// nodes are not this machine's to bind to.
-	live := filepath.Clean(g.root) == "/" && nf.demo == ""
+	live := discover.IsLive(g.root) && nf.demo == ""
 	if !live && !f.dryRun && !given {
 		what := "--root " + g.root
 		if nf.demo != "" {

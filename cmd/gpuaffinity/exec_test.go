@@ -338,7 +338,13 @@ func TestExecErrors(t *testing.T) {
 			}
 		})
 	}
-	r := execRun(t, nil, "exec", "--cpus", "0")
+	// A huge --ranks-per-gpu is refused before any rank is made (it used
+	// to run out of memory).
+	r := execRun(t, nil, "exec", "--dry-run", "--demo", "dgx-h100", "--local-rank", "0", "--ranks-per-gpu", "10000000", "--", "true")
+	if r.code != 1 || !strings.Contains(r.stderr, "binding map: more ranks than cores: 10000000 ranks per GPU for 224 usable CPUs") {
+		t.Errorf("huge --ranks-per-gpu: exit %d, %q", r.code, r.stderr)
+	}
+	r = execRun(t, nil, "exec", "--cpus", "0")
 	if r.code != 1 || !strings.Contains(r.stderr, "no command") {
 		t.Errorf("no CMD: exit %d, %q", r.code, r.stderr)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,19 +33,14 @@ fakes. See docs/snapshot.md.`,
 			g.log.Info("snapshot", "root", g.root, "nvml", source)
 			opts := snapshot.Options{Root: g.root, Scrub: scrub, NVML: lib}
 			var rep snapshot.Report
+			// Both refuse to write through a link planted at out or into a
+			// directory another user could race in (docs/snapshot.md).
 			if strings.HasSuffix(out, ".tar.gz") || strings.HasSuffix(out, ".tgz") {
-				f, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				rep, err = snapshot.WriteTarGz(opts, f)
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					return err
-				}
-			} else if rep, err = snapshot.WriteDir(opts, out); err != nil {
+				rep, err = snapshot.WriteTarGzFile(opts, out)
+			} else {
+				rep, err = snapshot.WriteDir(opts, out)
+			}
+			if err != nil {
 				return err
 			}
 			for _, w := range rep.Warnings {

@@ -10,15 +10,19 @@ package sysattr
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"io/fs"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // MaxSize bounds one attribute read. sysfs attributes are at most a page;
 // procfs files such as cpuinfo are read with ReadFileLimit.
 const MaxSize = 64 << 10
+
+// ErrNotRegular is wrapped when a path under the root is not a regular
+// file (a FIFO, a device, a socket): it is refused, never read to its end.
+var ErrNotRegular = errors.New("not a regular file; refused")
 
 // ErrTooLarge is wrapped when a file exceeds the read bound.
 var ErrTooLarge = errors.New("file larger than read bound")
@@ -28,28 +32,70 @@ var ErrTooLarge = errors.New("file larger than read bound")
 // (the kernel fills it whole, and some drivers answer a second read with
 // EAGAIN forever); only a file that fills the first buffer is read on.
 func ReadFileLimit(path string, limit int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err // *PathError names the file
+	// O_NONBLOCK: opening a FIFO (or a device) planted under the root
+	// must not block; a read of one then answers at once (EOF or EAGAIN)
+	// and is refused below. Raw system calls: os.File would park a
+	// non-blocking descriptor in the poller and wait.
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
 	}
-	defer f.Close()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	read := func(b []byte) (int, error) {
+		for {
+			n, err := syscall.Read(fd, b)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if errors.Is(err, syscall.EAGAIN) {
+				return 0, fmt.Errorf("read %s: %w", path, ErrNotRegular)
+			}
+			if err != nil {
+				return 0, fmt.Errorf("read %s: %w", path, err)
+			}
+			return n, nil
+		}
+	}
 	buf := make([]byte, min(limit+1, 1024))
-	n, err := f.Read(buf)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	n, err := read(buf)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 || n == len(buf) {
+		// An empty answer, or one that fills the buffer: make sure it is
+		// a file's (sysfs and procfs files are regular files), not a
+		// FIFO's EOF or a device's endless stream (/dev/zero).
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return nil, fmt.Errorf("read %s: %w", path, ErrNotRegular)
+		}
 	}
 	if n < len(buf) {
 		return buf[:n], nil
 	}
-	rest, err := io.ReadAll(io.LimitReader(f, int64(limit+1-n)))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	b := buf[:n]
+	chunk := make([]byte, 64<<10)
+	for len(b) <= limit {
+		m, err := read(chunk[:min(len(chunk), limit+1-len(b))])
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			return b, nil
+		}
+		b = append(b, chunk[:m]...)
 	}
-	b := append(buf[:n], rest...)
-	if len(b) > limit {
-		return nil, fmt.Errorf("read %s: %w (%d bytes)", path, ErrTooLarge, limit)
-	}
-	return b, nil
+	return nil, fmt.Errorf("read %s: %w (%d bytes)", path, ErrTooLarge, limit)
 }
 
 // String reads an attribute and trims surrounding white space.

@@ -1,0 +1,112 @@
+package discover
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+)
+
+// A FIFO or a device in place of any file discovery reads never blocks
+// it and never runs it out of memory: the file is refused with a warning
+// naming it (or, for the vendor topology file given by hand, an error),
+// and discovery goes on.
+func TestFIFOAndDevicesUnderRoot(t *testing.T) {
+	root := fakesystest.Root(t, "dgx-h100")
+	gpu, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices/0000:1b:00.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := filepath.EvalSymlinks(filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifos := []string{
+		filepath.Join(gpu, "numa_node"),
+		filepath.Join(gpu, "local_cpulist"),
+		filepath.Join(port, "state"),
+		filepath.Join(port, "link_layer"),
+		filepath.Join(root, "proc/cpuinfo"),
+		filepath.Join(root, "proc/self/status"),
+		filepath.Join(root, "sys/devices/system/node/node0/cpulist"),
+	}
+	for _, p := range fifos {
+		os.Remove(p)
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A FIFO with a writer holding it open answers EAGAIN, not EOF.
+	held := filepath.Join(root, "sys/devices/system/cpu/online")
+	os.Remove(held)
+	if err := syscall.Mkfifo(held, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(held, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// /dev/zero behind a sysfs name: bounded, refused.
+	zero := filepath.Join(gpu, "class")
+	os.Remove(zero)
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		warnings []string
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := Discover(Options{Root: root})
+		done <- result{n.Warnings, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("discovery blocks on a FIFO under the root")
+	}
+	if r.err != nil {
+		t.Fatalf("discovery failed: %v", r.err)
+	}
+	all := strings.Join(r.warnings, "\n")
+	for _, p := range append(fifos, held, zero) {
+		// Named by the path discovery opened (a class link or the device
+		// directory): its last two components.
+		name := filepath.Join(filepath.Base(filepath.Dir(p)), filepath.Base(p))
+		if !strings.Contains(all, name+": not a regular file") {
+			t.Errorf("no warning refuses %s:\n%s", name, all)
+		}
+	}
+	if !strings.Contains(all, "not a regular file") {
+		t.Errorf("no warning says the file is refused:\n%s", all)
+	}
+
+	// The vendor topology file given by hand: /dev/zero and a FIFO are
+	// errors, at once.
+	fifo := filepath.Join(t.TempDir(), "topo.xml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tf := range []string{"/dev/zero", fifo} {
+		go func() {
+			_, err := Discover(Options{Root: fakesystest.Root(t, "dgx-h100"), TopoFile: tf})
+			done <- result{nil, err}
+		}()
+		select {
+		case r = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("--topo-file %s blocks", tf)
+		}
+		if r.err == nil || !strings.Contains(r.err.Error(), "not a regular file") {
+			t.Errorf("--topo-file %s: %v", tf, r.err)
+		}
+	}
+}

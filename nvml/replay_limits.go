@@ -1,0 +1,223 @@
+package nvml
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Bounds on what an nvml.json may hold (docs/nvml-replay.md, "Bounds").
+// Each is far above what NVML answers on a real node, so that LoadReplay
+// rejects a hostile or corrupt file before it allocates from a number in
+// it.
+const (
+	// MaxReplayFileSize is the largest nvml.json LoadReplay reads: 16 MiB.
+	// A recorded 8-GPU HGX H100 with 18 NVLinks per GPU is about 116 KB.
+	MaxReplayFileSize = 16 << 20
+	// MaxReplayDevices bounds device_count and devices: twice the NVIDIA
+	// kernel driver's NV_MAX_DEVICES (32 GPUs per system, nvlimits.h).
+	MaxReplayDevices = 64
+	// MaxReplayNVLinks bounds a device's nvlinks and their link numbers
+	// (0..MaxReplayNVLinks-1): go-nvml's NVLINK_MAX_LINKS (nvml.h), the
+	// links Record and Read ask.
+	MaxReplayNVLinks = nvml.NVLINK_MAX_LINKS
+	// MaxReplayRetiredPages bounds each retired_pages count. The driver
+	// retires a GPU's pages by the dozen at most before the GPU is
+	// replaced; 65536 pages (512 KiB of addresses per cause) is far above.
+	MaxReplayRetiredPages = 1 << 16
+	// MaxReplayAffinityWords bounds cpu_affinity: 1024 64-bit words, 65536
+	// CPUs.
+	MaxReplayAffinityWords = 1024
+	// MaxReplayXIDs bounds a device's xids list.
+	MaxReplayXIDs = 1024
+	// maxReplayDepth bounds JSON nesting; the format nests 7 deep.
+	maxReplayDepth = 16
+	// maxReplayOtherArray bounds an array anywhere else; the format has
+	// none, so the decoder rejects it, and this only caps the work.
+	maxReplayOtherArray = 1024
+)
+
+// readReplayFile reads at most MaxReplayFileSize bytes of a regular file.
+// It opens path non-blocking, so a FIFO does not hang the open, and checks
+// the opened file (not the name, which a symlink may point elsewhere) is a
+// regular one before reading it.
+func readReplayFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	if fi.Size() > MaxReplayFileSize {
+		return nil, fmt.Errorf("%d bytes, over the %d-byte limit", fi.Size(), MaxReplayFileSize)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxReplayFileSize+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if len(data) > MaxReplayFileSize {
+		return nil, fmt.Errorf("over the %d-byte limit", MaxReplayFileSize)
+	}
+	return data, nil
+}
+
+// unwrapPath drops an *fs.PathError's operation and path: the caller names
+// the file.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+// arrayLimits bounds the format's arrays, by path without indices.
+var arrayLimits = map[string]int{
+	"devices":                    MaxReplayDevices,
+	"devices.nvlinks":            MaxReplayNVLinks,
+	"devices.cpu_affinity.value": MaxReplayAffinityWords,
+	"devices.xids.value":         MaxReplayXIDs,
+}
+
+// checkShape walks data's JSON tokens before it is decoded: no array is
+// longer than arrayLimits allows (maxReplayOtherArray elsewhere) and
+// nesting is at most maxReplayDepth, so decoding allocates in proportion
+// to the bounds, not to the file. Syntax errors are left to the decoder,
+// which reports them better.
+func checkShape(data []byte) error {
+	type frame struct {
+		array   bool
+		key     string // object: the current member
+		wantKey bool   // object: the next token is a key
+		n       int    // array: elements so far
+		limit   int    // array: most elements
+	}
+	var stack []frame
+	path := func() string { // the current place, with indices
+		var b strings.Builder
+		for _, f := range stack {
+			switch {
+			case f.array:
+				fmt.Fprintf(&b, "[%d]", f.n-1)
+			case f.key != "":
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			}
+		}
+		return b.String()
+	}
+	pattern := func() string { // the current place, without indices
+		var keys []string
+		for _, f := range stack {
+			if !f.array {
+				keys = append(keys, f.key)
+			}
+		}
+		return strings.Join(keys, ".")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error for the decoder to report
+		}
+		if len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			if top.array && tok != json.Delim(']') {
+				top.n++
+				if top.n > top.limit {
+					limit := top.limit
+					stack = stack[:len(stack)-1] // path() is then the array's
+					return fmt.Errorf("%s: more than %d elements", path(), limit)
+				}
+			} else if !top.array && top.wantKey {
+				if k, ok := tok.(string); ok {
+					top.key, top.wantKey = k, false
+					continue
+				}
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= maxReplayDepth {
+				return fmt.Errorf("%s: nested more than %d deep", path(), maxReplayDepth)
+			}
+			if tok == json.Delim('{') {
+				stack = append(stack, frame{wantKey: true})
+				continue
+			}
+			limit, ok := arrayLimits[pattern()]
+			if !ok {
+				limit = maxReplayOtherArray
+			}
+			stack = append(stack, frame{array: true, limit: limit})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: an object's next token is a key.
+		if len(stack) > 0 && !stack[len(stack)-1].array {
+			stack[len(stack)-1].wantKey = true
+		}
+	}
+}
+
+// checkBounds reports every count and size in f over the bounds above, so
+// that neither the replayer nor Read allocates from a hostile number.
+func (f *ReplayFile) checkBounds() []error {
+	var errs []error
+	over := func(where string, v, limit int) {
+		switch {
+		case v < 0:
+			errs = append(errs, fmt.Errorf("%s: %d is negative", where, v))
+		case v > limit:
+			errs = append(errs, fmt.Errorf("%s: %d exceeds %d", where, v, limit))
+		}
+	}
+	if f.DeviceCount.Return == "" {
+		over("device_count.value", f.DeviceCount.Value, MaxReplayDevices)
+	}
+	if len(f.Devices) > MaxReplayDevices {
+		errs = append(errs, fmt.Errorf("devices: %d devices, more than %d", len(f.Devices), MaxReplayDevices))
+		return errs
+	}
+	for i, d := range f.Devices {
+		at := func(field string) string { return fmt.Sprintf("devices[%d].%s", i, field) }
+		if n := len(d.CPUAffinity.Value); n > MaxReplayAffinityWords {
+			errs = append(errs, fmt.Errorf("%s: %d words, more than %d", at("cpu_affinity.value"), n, MaxReplayAffinityWords))
+		}
+		if p := d.RetiredPages; p != nil {
+			over(at("retired_pages.value.multiple_single_bit"), p.Value.MultipleSingleBit, MaxReplayRetiredPages)
+			over(at("retired_pages.value.double_bit"), p.Value.DoubleBit, MaxReplayRetiredPages)
+		}
+		if x := d.XIDs; x != nil && len(x.Value) > MaxReplayXIDs {
+			errs = append(errs, fmt.Errorf("%s: %d codes, more than %d", at("xids.value"), len(x.Value), MaxReplayXIDs))
+		}
+		if n := len(d.NVLinks); n > MaxReplayNVLinks {
+			errs = append(errs, fmt.Errorf("%s: %d links, more than %d", at("nvlinks"), n, MaxReplayNVLinks))
+			continue
+		}
+		for j, l := range d.NVLinks {
+			if l.Link >= MaxReplayNVLinks {
+				errs = append(errs, fmt.Errorf("%s: link %d is outside 0..%d", at(fmt.Sprintf("nvlinks[%d].link", j)), l.Link, MaxReplayNVLinks-1))
+			}
+		}
+	}
+	return errs
+}
