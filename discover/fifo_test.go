@@ -3,6 +3,7 @@ package discover
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,4 +110,69 @@ func TestFIFOAndDevicesUnderRoot(t *testing.T) {
 			t.Errorf("--topo-file %s: %v", tf, r.err)
 		}
 	}
+}
+
+// Every file of a root replaced: each regular file under sys/ and proc/
+// and nvml.json becomes, in turn, a FIFO or a link to /dev/zero.
+// Discovery must return (an error or a degraded node with warnings)
+// within a deadline, without allocating more than a small multiple of a
+// normal discovery.
+func TestEveryFileHostile(t *testing.T) {
+	root := fakesystest.Root(t, "dgx-h100")
+	normal := allocated(t, func() {
+		if _, err := Discover(Options{Root: root}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var files []string
+	for _, top := range []string{"sys", "proc"} {
+		filepath.WalkDir(filepath.Join(root, top), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				files = append(files, p)
+			}
+			return nil
+		})
+	}
+	files = append(files, filepath.Join(root, "nvml.json"))
+	for i, p := range files {
+		os.Remove(p)
+		var err error
+		if i%2 == 0 {
+			err = syscall.Mkfifo(p, 0o644)
+		} else {
+			err = os.Symlink("/dev/zero", p)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hostile uint64
+	done := make(chan error, 1)
+	go func() {
+		hostile = allocated(t, func() {
+			_, err := Discover(Options{Root: root})
+			done <- err
+		})
+		close(done)
+	}()
+	select {
+	case err := <-done:
+		t.Logf("%d files replaced; discovery: %v", len(files), err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("discovery of a root of %d FIFOs and /dev/zero links does not return", len(files))
+	}
+	<-done
+	if hostile > 4*normal+64<<20 {
+		t.Errorf("discovery allocated %d MiB on the hostile root, %d MiB on the normal one", hostile>>20, normal>>20)
+	}
+}
+
+// allocated is the bytes f allocates (runtime.MemStats.TotalAlloc).
+func allocated(t *testing.T, f func()) uint64 {
+	t.Helper()
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
 }
