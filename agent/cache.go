@@ -95,12 +95,9 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	if _, err := io.ReadFull(f, data); err != nil {
 		return topology.Node{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	var n topology.Node
-	if err := json.Unmarshal(data, &n); err != nil {
-		return topology.Node{}, fmt.Errorf("decode %s: %w", path, err)
-	}
-	if n.Schema != topology.Schema {
-		return topology.Node{}, fmt.Errorf("%s: schema %q, want %q", path, n.Schema, topology.Schema)
+	n, err := decodeCache(path, data)
+	if err != nil {
+		return topology.Node{}, err
 	}
 	allowed, err := numa.AllowedCPUs(filepath.Join(opts.Root, "proc/self/status"))
 	if err != nil {
@@ -108,6 +105,19 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 		allowed = n.CPU.Online
 	}
 	n.CPU.Allowed = allowed
+	return n, nil
+}
+
+// decodeCache decodes the contents of a topology.json (path names it in
+// errors) and checks its schema.
+func decodeCache(path string, data []byte) (topology.Node, error) {
+	var n topology.Node
+	if err := json.Unmarshal(data, &n); err != nil {
+		return topology.Node{}, fmt.Errorf("decode %s: %w", path, err)
+	}
+	if n.Schema != topology.Schema {
+		return topology.Node{}, fmt.Errorf("%s: schema %q, want %q", path, n.Schema, topology.Schema)
+	}
 	return n, nil
 }
 

@@ -34,7 +34,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 		stateDir, webConfig, profile, expectFile, nfdFile string
 		listen                                            []string
 		systemdSocket                                     bool
-		rescan                                            time.Duration
+		rescan, discoveryTimeout                          time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -72,6 +72,9 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			if rescan < 0 {
 				return fmt.Errorf("--rescan %s: want 0 (never) or more", rescan)
 			}
+			if discoveryTimeout <= 0 {
+				return fmt.Errorf("--discovery-timeout %s: want more than 0", discoveryTimeout)
+			}
 			// Signals first: a SIGTERM while the demo machine is built
 			// still ends in its removal.
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -88,7 +91,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			commonversion.Version, commonversion.Revision = version, revision
 			a, err := agent.New(agent.Options{
 				Root: root, TopoFile: g.topoFile, Roles: nf.roles(),
-				StateDir: stateDir, NFDFile: nfdFile, Rescan: rescan,
+				StateDir: stateDir, NFDFile: nfdFile, Rescan: rescan, DiscoveryTimeout: discoveryTimeout,
 				Profile: prof, Expect: expect,
 				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
 				Version: version, Logger: g.log,
@@ -116,6 +119,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	f := cmd.Flags()
 	f.StringVar(&stateDir, "state-dir", stateDirDefault(), "directory for topology.json, nccl-topo.xml and env (env GPUAFFINITY_STATE_DIR); \"\" writes none")
 	f.DurationVar(&rescan, "rescan", 5*time.Minute, "time between discoveries; 0 rescans only on SIGHUP")
+	f.DurationVar(&discoveryTimeout, "discovery-timeout", 2*time.Minute, "a discovery round still running after this is reported as timed out (not ready) and left to finish; none starts until it does")
 	f.StringSliceVar(&listen, "web.listen-address", []string{":19400"}, "addresses to serve HTTP on (repeatable)")
 	f.StringVar(&webConfig, "web.config.file", "", "exporter-toolkit web configuration file: TLS and basic auth (docs/agent.md)")
 	f.BoolVar(&systemdSocket, "web.systemd-socket", false, "serve on the sockets systemd passes (socket activation) instead of --web.listen-address")
