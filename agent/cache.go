@@ -53,7 +53,8 @@ type CacheOptions struct {
 // ROOT/proc/self/status), as discovery would have read them.
 func LoadCache(opts CacheOptions) (topology.Node, error) {
 	path := filepath.Join(opts.Dir, TopologyFile)
-	if err := trusted(opts.Dir, true); err != nil {
+	dirOwner, err := trustedDir(opts.Dir)
+	if err != nil {
 		return topology.Node{}, err
 	}
 	// Non-blocking and not through a link: a FIFO planted in its place
@@ -71,7 +72,7 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	if !fi.Mode().IsRegular() {
 		return topology.Node{}, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrUntrusted, fi.Mode().Type())
 	}
-	if err := trustedInfo(path, fi, false); err != nil {
+	if err := trustedFile(path, fi, dirOwner); err != nil {
 		return topology.Node{}, err
 	}
 	boot, err := BootTime(opts.Root)
@@ -126,33 +127,63 @@ func decodeCache(path string, data []byte) (topology.Node, error) {
 // for the node's NICs and CPUs.
 var ErrUntrusted = errors.New("not trusted")
 
-// trusted checks that path (a directory when dir) is owned by root or by
-// this process's user and writable by neither its group nor others.
-func trusted(path string, dir bool) error {
-	fi, err := os.Stat(path)
+// trustedDir checks the state directory and returns the uid whose files
+// in it are trusted besides root's and this user's: the directory's
+// owner. A directory is trusted when it is writable by neither its group
+// nor others and is owned by root, by this user, or by a user root gave
+// it to: its parent is root's and writable by no one else (systemd's
+// RuntimeDirectory= of a DynamicUser= agent is /run/<name>, owned by the
+// agent's dynamic user). A directory another user could have made (in a
+// sticky /tmp, in their own home) is not.
+func trustedDir(dir string) (uint32, error) {
+	fi, err := os.Stat(dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if dir && !fi.IsDir() {
-		return fmt.Errorf("%s: %w: not a directory", path, ErrUntrusted)
-	}
-	return trustedInfo(path, fi, dir)
-}
-
-func trustedInfo(path string, fi fs.FileInfo, dir bool) error {
-	what := "file"
-	if dir {
-		what = "directory"
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
-			return fmt.Errorf("%s: %w: the %s is owned by uid %d, not by root or this user (uid %d)", path, ErrUntrusted, what, st.Uid, euid)
-		}
+	if !fi.IsDir() {
+		return 0, fmt.Errorf("%s: %w: not a directory", dir, ErrUntrusted)
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return fmt.Errorf("%s: %w: the %s is writable by its group or others (mode %04o)", path, ErrUntrusted, what, perm)
+		return 0, fmt.Errorf("%s: %w: the directory is writable by its group or others (mode %04o)", dir, ErrUntrusted, perm)
+	}
+	owner, ok := ownerOf(fi)
+	if !ok || owner == 0 || owner == uint32(os.Geteuid()) {
+		return owner, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return 0, err
+	}
+	parent := filepath.Dir(abs)
+	pfi, err := os.Stat(parent)
+	if err != nil {
+		return 0, err
+	}
+	if pOwner, _ := ownerOf(pfi); pOwner != 0 || pfi.Mode().Perm()&0o022 != 0 || pfi.Mode()&fs.ModeSticky != 0 {
+		return 0, fmt.Errorf("%s: %w: the directory is owned by uid %d, not by root or this user (uid %d), and its parent %s is not root's alone",
+			dir, ErrUntrusted, owner, os.Geteuid(), parent)
+	}
+	return owner, nil
+}
+
+// trustedFile checks a state file: owned by root, this user or the
+// directory's owner, and writable by neither its group nor others.
+func trustedFile(path string, fi fs.FileInfo, dirOwner uint32) error {
+	if owner, ok := ownerOf(fi); ok && owner != 0 && owner != uint32(os.Geteuid()) && owner != dirOwner {
+		return fmt.Errorf("%s: %w: the file is owned by uid %d, not by root, this user (uid %d) or the directory's owner (uid %d)",
+			path, ErrUntrusted, owner, os.Geteuid(), dirOwner)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%s: %w: the file is writable by its group or others (mode %04o)", path, ErrUntrusted, perm)
 	}
 	return nil
+}
+
+func ownerOf(fi fs.FileInfo) (uint32, bool) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid, true
+	}
+	return 0, false
 }
 
 // BootTime reads the boot time, btime of ROOT/proc/stat (seconds since

@@ -176,7 +176,7 @@ func cleanStateDir(dir, nfdFile string) error {
 		}
 		// Launchers trust what is in it: another user must not be able
 		// to write there (LoadCache refuses such a directory too).
-		if err := trusted(dir, true); err != nil {
+		if _, err := trustedDir(dir); err != nil {
 			return fmt.Errorf("state dir: %w", err)
 		}
 		for _, name := range []string{TopologyFile, NCCLTopoFile, EnvFile} {

@@ -177,3 +177,39 @@ func TestWriteStateDotenvUnholdable(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A state directory root gave to another user (systemd's RuntimeDirectory=
+// of a DynamicUser= agent: /run/gpuaffinity owned by the dynamic user) is
+// trusted, with the files that user wrote; the same directory where that
+// user could have made it itself (a sticky or foreign parent) is not.
+func TestLoadCacheServiceUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot chown")
+	}
+	root := fakesystest.Root(t, "dgx-h100")
+	n, err := discover.Discover(discover.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := t.TempDir()
+	os.Chmod(run, 0o755)
+	dir := filepath.Join(run, "gpuaffinity")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := writeState(dir, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, TopologyFile)} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); err != nil {
+		t.Errorf("the service user's directory in a root-only parent: %v", err)
+	}
+	os.Chmod(run, 0o1777)
+	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "is not root's alone") {
+		t.Errorf("the same directory in a sticky parent: %v", err)
+	}
+}
