@@ -22,6 +22,11 @@ func repeat(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s
 
 // loadCheap runs LoadReplay on p and fails unless it errors saying want,
 // naming p, within a second and without allocating more than 64 MiB.
+// hangGuard is how long a bounded call may take on a loaded CI machine
+// under -race before the test calls it a hang (walking 2^40 devices or
+// decoding gigabytes takes far longer).
+const hangGuard = 30 * time.Second
+
 func loadCheap(t *testing.T, p, want string) {
 	t.Helper()
 	var before, after runtime.MemStats
@@ -34,7 +39,9 @@ func loadCheap(t *testing.T, p, want string) {
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
 		t.Errorf("LoadReplay = %v, %v; want an error naming %s and saying %q", lib, err, p, want)
 	}
-	if took > time.Second {
+	// A hang guard, not a speed test (benchmarks measure speed): the
+	// allocation bound below is what holds the work to the file's size.
+	if took > hangGuard {
 		t.Errorf("LoadReplay took %v", took)
 	}
 	if a := after.TotalAlloc - before.TotalAlloc; a > 64<<20 {
@@ -211,8 +218,8 @@ func TestNewReplayUncheckedCounts(t *testing.T) {
 	if res := Read(NewReplay(f)); res.Available || res.Err == nil || !strings.Contains(res.Err.Error(), "DeviceGetCount: ERROR_UNKNOWN") {
 		t.Errorf("Read(1<<40 devices): available %v, err %v", res.Available, res.Err)
 	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Read(1<<40 devices) took %v", took)
+	if took := time.Since(start); took > hangGuard {
+		t.Errorf("Read(1<<40 devices) took %v: it walks the count", took)
 	}
 }
 
