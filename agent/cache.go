@@ -13,7 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/numa"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -100,7 +101,7 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	if err != nil {
 		return topology.Node{}, err
 	}
-	allowed, err := numa.AllowedCPUs(filepath.Join(opts.Root, "proc/self/status"))
+	allowed, err := allowedCPUs(opts.Root)
 	if err != nil {
 		// As discovery: the online CPUs when the list is unreadable.
 		allowed = n.CPU.Online
@@ -189,8 +190,13 @@ func ownerOf(fi fs.FileInfo) (uint32, bool) {
 // BootTime reads the boot time, btime of ROOT/proc/stat (seconds since
 // the epoch).
 func BootTime(root string) (time.Time, error) {
-	path := filepath.Join(root, "proc/stat")
-	b, err := sysattr.ReadFileLimit(path, 1<<20) // bounded, never blocks on a FIFO
+	r, err := rootfs.Open(root)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer r.Close()
+	path := r.Path("proc/stat")
+	b, err := r.ReadFile("proc/stat", 1<<20) // bounded, never blocks on a FIFO
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -206,4 +212,15 @@ func BootTime(root string) (time.Time, error) {
 		return time.Unix(sec, 0), nil
 	}
 	return time.Time{}, fmt.Errorf("%s: %w", path, ErrNoBootTime)
+}
+
+// allowedCPUs reads the CPUs this process may use from the root's
+// proc/self/status.
+func allowedCPUs(root string) (cpuset.Set, error) {
+	r, err := rootfs.Open(root)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	defer r.Close()
+	return numa.AllowedCPUs(r)
 }

@@ -2,7 +2,9 @@ package discover
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 	"github.com/gpuaffinity/gpuaffinity/numa"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
@@ -44,11 +47,18 @@ func IsLive(root string) bool { return filepath.Clean(root) == "/" }
 
 // Discover reads the node under opts.Root.
 func Discover(opts Options) (topology.Node, error) {
-	root := opts.Root
-	if root == "" {
-		root = "/"
+	dir := opts.Root
+	if dir == "" {
+		dir = "/"
 	}
 	n := topology.Node{Schema: topology.Schema}
+	// Every file under the root is read through one reader, which stays
+	// inside it (links out are refused) and never blocks.
+	root, err := rootfs.Open(dir)
+	if err != nil {
+		return n, fmt.Errorf("discover %s: %w", dir, err)
+	}
+	defer root.Close()
 	warn := func(errs ...error) {
 		for _, err := range errs {
 			if err != nil {
@@ -59,7 +69,7 @@ func Discover(opts Options) (topology.Node, error) {
 
 	devs, perrs, err := pci.NewFS(root).Devices()
 	if err != nil {
-		return n, fmt.Errorf("discover %s: %w", root, err)
+		return n, fmt.Errorf("discover %s: %w", dir, err)
 	}
 	warn(perrs...)
 
@@ -73,8 +83,10 @@ func Discover(opts Options) (topology.Node, error) {
 		Cloud: topology.Cloud(plat.Cloud), InstanceType: plat.InstanceType,
 		SysVendor: plat.SysVendor, ProductName: plat.ProductName, Virtual: topo.Hypervisor,
 	}
-	if h, err := sysattr.String(filepath.Join(root, "proc/sys/kernel/hostname")); err == nil {
+	if h, err := root.String("proc/sys/kernel/hostname"); err == nil {
 		n.Hostname = h
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		warn(err)
 	}
 	n.DefaultRouteInterface, err = rdma.DefaultRouteInterface(root)
 	warn(err)
@@ -86,7 +98,7 @@ func Discover(opts Options) (topology.Node, error) {
 	nds, nderrs := rdma.Netdevs(root)
 	warn(nderrs...)
 	nl := opts.Netlink
-	if nl == nil && IsLive(root) {
+	if nl == nil && root.Live() {
 		live, closeFn, err := rdma.NewNetlink()
 		if err != nil {
 			warn(err)
@@ -103,7 +115,7 @@ func Discover(opts Options) (topology.Node, error) {
 	lib, source := opts.NVML, opts.NVMLSource
 	var openErr error
 	if lib == nil {
-		lib, source, openErr = nvml.Open(root)
+		lib, source, openErr = nvml.Open(dir)
 		warn(openErr)
 	}
 	var res nvml.Result
@@ -139,21 +151,23 @@ func Discover(opts Options) (topology.Node, error) {
 	// A vendor topology file: the one named (--topo-file) must fit this
 	// node; one the platform installed that does not fit is a warning and
 	// is not used.
-	topoFile, hostPath := opts.TopoFile, opts.TopoFile
-	found := topoFile == ""
-	if found {
-		switch n.Platform.Cloud {
-		case topology.CloudAzure:
-			hostPath = installedAzureTopoFile(root)
-		case topology.CloudAWS:
-			hostPath = installedAWSTopoFile(root, n.Platform.InstanceType)
-		}
-		if hostPath != "" {
-			topoFile = filepath.Join(root, hostPath)
-		}
+	hostPath := opts.TopoFile
+	found := hostPath == ""
+	var data []byte
+	switch {
+	case !found:
+		// Named by the user: a path on this host, not under the root.
+		data, err = sysattr.ReadFileLimit(hostPath, maxTopoFileSize)
+	case n.Platform.Cloud == topology.CloudAzure:
+		hostPath = installedAzureTopoFile(root)
+	case n.Platform.Cloud == topology.CloudAWS:
+		hostPath = installedAWSTopoFile(root, n.Platform.InstanceType)
 	}
-	if topoFile != "" {
-		ws, err := applyTopoFile(&n, topoFile, hostPath, found)
+	if found && hostPath != "" {
+		data, err = root.ReadFile(strings.TrimPrefix(hostPath, "/"), maxTopoFileSize)
+	}
+	if hostPath != "" {
+		ws, err := applyTopoFile(&n, data, err, hostPath, found)
 		switch {
 		case err != nil && !found:
 			return n, err

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -31,11 +30,11 @@ var driverVersionRE = regexp.MustCompile(`(?:^|\s)(\d{3,4}\.\d{1,3}(?:\.\d{1,3})
 
 // driverInfo is the NVIDIA driver's version: NVML's answer, else the
 // version procfs prints, else the module's sysfs version.
-func driverInfo(root string, res nvml.Result, warn func(...error)) topology.DriverInfo {
+func driverInfo(root *rootfs.Root, res nvml.Result, warn func(...error)) topology.DriverInfo {
 	if res.Available && res.DriverVersion != "" {
 		return topology.DriverInfo{Version: res.DriverVersion, Source: "nvml"}
 	}
-	if b, err := sysattr.ReadFileLimit(filepath.Join(root, procDriverVersion), maxProcFile); err == nil {
+	if b, err := root.ReadFile(procDriverVersion, maxProcFile); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
 		if m := driverVersionRE.FindStringSubmatch(line); m != nil {
 			return topology.DriverInfo{Version: m[1], Source: "/" + procDriverVersion}
@@ -44,7 +43,7 @@ func driverInfo(root string, res nvml.Result, warn func(...error)) topology.Driv
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		warn(fmt.Errorf("read /%s: %w", procDriverVersion, err))
 	}
-	if v, err := sysattr.String(filepath.Join(root, sysModuleVersion)); err == nil {
+	if v, err := root.String(sysModuleVersion); err == nil {
 		if m := driverVersionRE.FindStringSubmatch(v); m != nil {
 			return topology.DriverInfo{Version: m[1], Source: "/" + sysModuleVersion}
 		}
@@ -57,7 +56,7 @@ func driverInfo(root string, res nvml.Result, warn func(...error)) topology.Driv
 
 // fillFromProcfs gives GPUs that NVML did not describe their model, UUID
 // and minor number from /proc/driver/nvidia/gpus/<bus id>/information.
-func fillFromProcfs(root string, gs []topology.GPU, warn func(...error)) {
+func fillFromProcfs(root *rootfs.Root, gs []topology.GPU, warn func(...error)) {
 	for i := range gs {
 		g := &gs[i]
 		if g.Model != "" || g.Minor != nil {
@@ -66,13 +65,13 @@ func fillFromProcfs(root string, gs []topology.GPU, warn func(...error)) {
 			}
 			continue
 		}
-		path := filepath.Join(procGPUs, g.BusID, "information")
-		b, err := sysattr.ReadFileLimit(filepath.Join(root, path), maxProcFile)
+		rel := path.Join(procGPUs, g.BusID, "information")
+		b, err := root.ReadFile(rel, maxProcFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			warn(fmt.Errorf("GPU %s: read /%s: %w", g.BusID, path, err))
+			warn(fmt.Errorf("GPU %s: read /%s: %w", g.BusID, rel, err))
 			continue
 		}
 		for line := range strings.Lines(string(b)) {
@@ -92,7 +91,7 @@ func fillFromProcfs(root string, gs []topology.GPU, warn func(...error)) {
 				if m, err := strconv.Atoi(v); err == nil && m >= 0 && m < 1<<20 {
 					g.Minor = &m
 				} else {
-					warn(fmt.Errorf("GPU %s: /%s: Device Minor %q is not a number", g.BusID, path, v))
+					warn(fmt.Errorf("GPU %s: /%s: Device Minor %q is not a number", g.BusID, rel, v))
 				}
 			}
 		}
@@ -152,10 +151,10 @@ var netPluginMarks = []struct{ name, path string }{
 	{"gIB", "usr/local/gib/scripts/set_nccl_env.sh"},
 }
 
-func netPlugins(root string) []string {
+func netPlugins(root *rootfs.Root) []string {
 	out := []string{}
 	for _, m := range netPluginMarks {
-		if fi, err := os.Stat(filepath.Join(root, m.path)); err == nil && fi.Mode().IsRegular() {
+		if fi, err := root.Stat(m.path); err == nil && fi.Mode().IsRegular() {
 			out = append(out, m.name)
 		}
 	}

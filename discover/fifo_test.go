@@ -1,9 +1,11 @@
 package discover
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,13 +80,17 @@ func TestFIFOAndDevicesUnderRoot(t *testing.T) {
 		t.Fatalf("discovery failed: %v", r.err)
 	}
 	all := strings.Join(r.warnings, "\n")
-	for _, p := range append(fifos, held, zero) {
+	for _, p := range append(fifos, held) {
 		// Named by the path discovery opened (a class link or the device
 		// directory): its last two components.
 		name := filepath.Join(filepath.Base(filepath.Dir(p)), filepath.Base(p))
 		if !strings.Contains(all, name+": not a regular file") {
 			t.Errorf("no warning refuses %s:\n%s", name, all)
 		}
+	}
+	// The link to /dev/zero leaves the root: refused before it is opened.
+	if name := filepath.Join(filepath.Base(gpu), "class"); !strings.Contains(all, name+": leads outside the root") {
+		t.Errorf("no warning refuses %s as leading outside the root:\n%s", name, all)
 	}
 	if !strings.Contains(all, "not a regular file") {
 		t.Errorf("no warning says the file is refused:\n%s", all)
@@ -175,4 +181,73 @@ func allocated(t *testing.T, f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&b)
 	return b.TotalAlloc - a.TotalAlloc
+}
+
+// Finding 7 of the hardening issue: files and directories that link out
+// of the root are refused with a warning naming them, and nothing of what
+// they point at reaches the node (its JSON or its warnings).
+func TestLinksOutOfRoot(t *testing.T) {
+	root := fakesystest.Root(t, "dgx-h100")
+	outside := t.TempDir()
+	const marker = "SECRET-OUTSIDE-THE-ROOT"
+	secret := filepath.Join(outside, "passwd")
+	if err := os.WriteFile(secret, []byte(marker+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A whole netdev directory outside, with every attribute a netdev has.
+	evil := filepath.Join(outside, "evil0")
+	if err := os.MkdirAll(evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"operstate", "address", "mtu", "type", "speed"} {
+		if err := os.WriteFile(filepath.Join(evil, f), []byte(marker+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port, err := filepath.EvalSymlinks(filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(port, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := func(target, name string) {
+		t.Helper()
+		os.Remove(name)
+		if err := os.Symlink(target, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plant(secret, filepath.Join(port, "link_layer"))                                       // absolute, to a host file
+	plant(rel, filepath.Join(port, "rate"))                                                // relative, climbing out
+	plant(evil, filepath.Join(root, "sys/class/net/evil0"))                                // a class directory out
+	plant("../../../.."+outside, filepath.Join(root, "sys/class/up"))                      // a directory link out
+	plant("../../../sys/class/up/passwd", filepath.Join(root, "proc/sys/kernel/hostname")) // through it
+
+	n, err := Discover(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(js), marker) {
+		t.Errorf("a file outside the root reached the node's JSON")
+	}
+	all := strings.Join(n.Warnings, "\n")
+	for _, name := range []string{"ports/1/link_layer", "ports/1/rate", "kernel/hostname"} {
+		if !strings.Contains(all, name+": leads outside the root") {
+			t.Errorf("no warning refuses %s as leading outside the root:\n%s", name, all)
+		}
+	}
+	if !strings.Contains(all, `netdev "evil0"`) || !strings.Contains(all, "leads outside the root") {
+		t.Errorf("no warning refuses the netdev linked out of the root:\n%s", all)
+	}
+	for _, nic := range n.NICs {
+		if nic.Name == "evil0" || slices.Contains(nic.Netdevs, "evil0") {
+			t.Errorf("a netdev outside the root is a NIC: %+v", nic)
+		}
+	}
 }

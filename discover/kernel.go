@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -35,16 +33,16 @@ var KernelModules = []string{
 // kernelInfo reads the kernel release and which of KernelModules are
 // loaded. A missing file or directory is an answer (no release, not
 // loaded); any other read error is a warning naming the file.
-func kernelInfo(root string, warn func(...error)) topology.KernelInfo {
+func kernelInfo(root *rootfs.Root, warn func(...error)) topology.KernelInfo {
 	var k topology.KernelInfo
-	if s, err := sysattr.String(filepath.Join(root, kernelRelease)); err == nil {
+	if s, err := root.String(kernelRelease); err == nil {
 		k.Release = s
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		warn(fmt.Errorf("read /%s: %w", kernelRelease, err))
 	}
 	for _, m := range KernelModules {
 		rel := "sys/module/" + m
-		fi, err := os.Stat(filepath.Join(root, rel))
+		fi, err := root.Stat(rel)
 		switch {
 		case err == nil && fi.IsDir():
 			k.Modules = append(k.Modules, m)

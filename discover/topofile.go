@@ -3,12 +3,11 @@ package discover
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 	"github.com/gpuaffinity/gpuaffinity/ncclxml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -22,8 +21,8 @@ const maxTopoFileSize = 4 << 20
 // the GPUs and NICs it names: each such device, and each switch above it
 // in the file, is re-parented as the file says (switches the VM hides,
 // such as Azure's ffff:ff:NN.0, become virtual PCI devices), so paths and
-// pairs follow the file. diskPath is where the file is read, path how it
-// is named in messages (its path on the host, without --root). Devices
+// pairs follow the file. data and readErr are what reading it gave, path
+// how it is named in messages (its path on the host, without --root). Devices
 // the file does not name keep their sysfs placement. It returns a warning
 // for every disagreement between file and sysfs and for every device only
 // one of them has.
@@ -34,10 +33,10 @@ const maxTopoFileSize = 4 << 20
 // is true for a file the platform installed (not one the user named):
 // such a file also does not fit when it lists a GPU or NIC the node does
 // not have, which for a file the user named is only a warning.
-func applyTopoFile(n *topology.Node, diskPath, path string, found bool) ([]string, error) {
-	// Bounded and non-blocking: /dev/zero or a FIFO given as the file is
-	// refused, not read for ever (Stat says 0 bytes for a device).
-	data, err := sysattr.ReadFileLimit(diskPath, maxTopoFileSize)
+func applyTopoFile(n *topology.Node, data []byte, err error, path string, found bool) ([]string, error) {
+	// The read was bounded and non-blocking: /dev/zero or a FIFO given
+	// as the file is refused, not read for ever (Stat says 0 bytes for a
+	// device).
 	switch {
 	case errors.Is(err, sysattr.ErrTooLarge):
 		return nil, fmt.Errorf("topology file %s: more than %d bytes: %w", path, maxTopoFileSize, sysattr.ErrTooLarge)
@@ -221,9 +220,9 @@ var azureTopoFiles = []string{
 
 // installedAzureTopoFile returns the path (as seen on the host) of the
 // first Azure topology file installed under root, or "".
-func installedAzureTopoFile(root string) string {
+func installedAzureTopoFile(root *rootfs.Root) string {
 	for _, p := range azureTopoFiles {
-		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() {
+		if fi, err := root.Stat(strings.TrimPrefix(p, "/")); err == nil && fi.Mode().IsRegular() {
 			return p
 		}
 	}
@@ -250,14 +249,14 @@ var (
 // installedAWSTopoFile returns the path (as seen on the host) of the
 // aws-ofi-nccl topology file for the instance type installed under root,
 // or "".
-func installedAWSTopoFile(root, instanceType string) string {
+func installedAWSTopoFile(root *rootfs.Root, instanceType string) string {
 	name := awsTopoFiles[instanceType]
 	if name == "" {
 		return ""
 	}
 	for _, d := range awsTopoDirs {
 		p := d + "/" + name
-		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.Mode().IsRegular() {
+		if fi, err := root.Stat(strings.TrimPrefix(p, "/")); err == nil && fi.Mode().IsRegular() {
 			return p
 		}
 	}

@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -262,4 +263,49 @@ func TestTopoFileFoundNotFitting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzApplyTopoFile applies any bytes as a vendor topology file to a
+// discovered node: it must not panic, and a file it refuses leaves the
+// node exactly as it was (applyTopoFile's contract); one it takes still
+// gives a node topology.Link can pair and JSON can carry.
+func FuzzApplyTopoFile(f *testing.F) {
+	for _, name := range []string{"azure-ndv5-topo.xml", "azure-ndv4-topo.xml", "aws-p4d-24xl-topo.xml", "aws-p5.48xl-topo-pr1226-unmerged.xml"} {
+		b, err := os.ReadFile(filepath.Join("..", "ncclxml", "testdata", "nccl-topo-refs", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, false)
+		f.Add(b, true)
+	}
+	f.Add([]byte(`<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0"><gpu dev="0"/></pci></cpu></system>`), false)
+	n, err := Discover(Options{Root: sharedRoot(f, "azure-nd-h100-v5")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	base, err := json.Marshal(n)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, found bool) {
+		var n topology.Node
+		if err := json.Unmarshal(base, &n); err != nil {
+			t.Fatal(err)
+		}
+		_, err := applyTopoFile(&n, data, nil, "/fuzz/topo.xml", found)
+		if err != nil {
+			after, merr := json.Marshal(n)
+			if merr != nil || string(after) != string(base) {
+				t.Fatalf("a refused file (%v) changed the node", err)
+			}
+			if !strings.Contains(err.Error(), "/fuzz/topo.xml") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		topology.Link(&n, topology.RoleOptions{})
+		if _, err := json.Marshal(n); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

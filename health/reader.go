@@ -3,9 +3,11 @@ package health
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"path/filepath"
 	"syscall"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/rdma"
 )
 
@@ -29,7 +31,10 @@ type Reader interface {
 // NewReader returns the Reader of a root: port counters read by counters
 // (its bounded reads and memory of EINVAL files; a new
 // rdma.CounterReader of root when nil), the kernel log read from kmsg
-// with ReadKmsg ("" means <root>/dev/kmsg, /dev/kmsg on the live root).
+// with ReadKmsg. kmsg "" means /dev/kmsg on the live root, and on another
+// root its dev/kmsg read as the root's other files are (a regular file
+// inside the root, at most maxKernelLog bytes: a fixture's log, never the
+// host's through a link).
 //
 // The agent passes the exporter's own rdma.CounterReader, so check-time
 // and scrape-time counter reads share one reader.
@@ -40,18 +45,39 @@ func NewReader(root, kmsg string, counters *rdma.CounterReader) Reader {
 	if counters == nil {
 		counters = &rdma.CounterReader{Root: root}
 	}
-	if kmsg == "" {
-		kmsg = filepath.Join(root, "dev/kmsg")
+	if kmsg == "" && filepath.Clean(root) == "/" {
+		kmsg = "/dev/kmsg"
 	}
-	return rootReader{counters, kmsg}
+	return rootReader{counters, root, kmsg}
 }
+
+// maxKernelLog bounds a fixture's dev/kmsg.
+const maxKernelLog = 16 << 20
 
 type rootReader struct {
 	*rdma.CounterReader
-	kmsg string
+	root, kmsg string
 }
 
-func (r rootReader) KernelLog(ctx context.Context) ([]byte, error) { return ReadKmsg(ctx, r.kmsg) }
+func (r rootReader) KernelLog(ctx context.Context) ([]byte, error) {
+	if r.kmsg != "" {
+		return ReadKmsg(ctx, r.kmsg)
+	}
+	fsys, err := rootfs.Open(r.root)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &pathError{filepath.Join(r.root, "dev/kmsg"), err}
+	}
+	defer fsys.Close()
+	b, err := fsys.ReadFile("dev/kmsg", maxKernelLog)
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n') // as ReadKmsg: records end in a newline
+	}
+	return b, err
+}
 
 // ReadKmsg reads every record in a kernel log without blocking: it opens
 // path O_RDONLY|O_NONBLOCK and reads until EAGAIN (the live /dev/kmsg,

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 )
 
@@ -51,18 +51,25 @@ type Topology struct {
 	Hypervisor bool
 }
 
+// Paths under the root.
+const (
+	cpuDir    = "sys/devices/system/cpu"
+	nodeDir   = "sys/devices/system/node"
+	statusRel = "proc/self/status"
+	cpuinfo   = "proc/cpuinfo"
+)
+
 // Read reads the topology under root. errs lists per-file problems.
-func Read(root string) (t Topology, errs []error) {
-	cpuDir := filepath.Join(root, "sys/devices/system/cpu")
+func Read(root *rootfs.Root) (t Topology, errs []error) {
 	note := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	var err error
-	t.Online, err = readList(filepath.Join(cpuDir, "online"))
+	t.Online, err = readList(root, path.Join(cpuDir, "online"))
 	note(err)
-	t.Offline, err = readList(filepath.Join(cpuDir, "offline"))
+	t.Offline, err = readList(root, path.Join(cpuDir, "offline"))
 	if !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
@@ -70,7 +77,7 @@ func Read(root string) (t Topology, errs []error) {
 	note(err)
 	if len(t.Nodes) == 0 {
 		note(fmt.Errorf("%s: no NUMA nodes; assuming one node 0 with every online CPU",
-			filepath.Join(root, "sys/devices/system/node")))
+			root.Path(nodeDir)))
 		t.Nodes = []Node{{ID: 0, CPUs: t.Online, Distances: []int{10}}}
 	}
 	if t.Online.IsEmpty() {
@@ -95,7 +102,7 @@ func Read(root string) (t Topology, errs []error) {
 		if len(dup) > 0 {
 			d := cpuset.Of(dup...)
 			note(fmt.Errorf("%s: CPUs %s are also in the cpulist of NUMA node %d; they are counted in node %d only",
-				filepath.Join(root, "sys/devices/system/node", fmt.Sprintf("node%d", n.ID), "cpulist"), d, nodeOf[dup[0]], nodeOf[dup[0]]))
+				root.Path(path.Join(nodeDir, fmt.Sprintf("node%d", n.ID), "cpulist")), d, nodeOf[dup[0]], nodeOf[dup[0]]))
 			n.CPUs = n.CPUs.Difference(d)
 		}
 	}
@@ -106,7 +113,7 @@ func Read(root string) (t Topology, errs []error) {
 		c, ok := known[id]
 		if !ok {
 			var err error
-			c, err = readCPU(cpuDir, id)
+			c, err = readCPU(root, id)
 			note(err)
 			if err == nil {
 				for _, s := range c.Siblings.CPUs() {
@@ -120,30 +127,29 @@ func Read(root string) (t Topology, errs []error) {
 		}
 		t.CPUs = append(t.CPUs, c)
 	}
-	t.Allowed, err = AllowedCPUs(filepath.Join(root, "proc/self/status"))
+	t.Allowed, err = AllowedCPUs(root)
 	if err != nil {
 		note(fmt.Errorf("%w; taking every online CPU (%s) as allowed", err, t.Online))
 		t.Allowed = t.Online
 	}
-	note(t.readCPUInfo(filepath.Join(root, "proc/cpuinfo")))
+	note(t.readCPUInfo(root))
 	return t, errs
 }
 
-func readList(path string) (cpuset.Set, error) {
-	s, err := sysattr.String(path)
+func readList(root *rootfs.Root, rel string) (cpuset.Set, error) {
+	s, err := root.String(rel)
 	if err != nil {
 		return cpuset.Set{}, err
 	}
 	set, err := cpuset.Parse(s)
 	if err != nil {
-		return cpuset.Set{}, fmt.Errorf("%s: %w", path, err)
+		return cpuset.Set{}, fmt.Errorf("%s: %w", root.Path(rel), err)
 	}
 	return set, nil
 }
 
-func readNodes(root string) ([]Node, error) {
-	dir := filepath.Join(root, "sys/devices/system/node")
-	entries, err := os.ReadDir(dir)
+func readNodes(root *rootfs.Root) ([]Node, error) {
+	entries, err := root.ReadDir(nodeDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -161,7 +167,7 @@ func readNodes(root string) ([]Node, error) {
 		if err != nil || id < 0 {
 			continue // "node" prefixes other files? none today; skip
 		}
-		n, err := readNode(filepath.Join(dir, e.Name()), id)
+		n, err := readNode(root, path.Join(nodeDir, e.Name()), id)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -173,28 +179,28 @@ func readNodes(root string) ([]Node, error) {
 
 // readNode reads one node; a missing file leaves its field empty and is
 // reported, the node is kept.
-func readNode(dir string, id int) (Node, error) {
+func readNode(root *rootfs.Root, dir string, id int) (Node, error) {
 	n := Node{ID: id}
 	var errs []error
-	cpus, err := readList(filepath.Join(dir, "cpulist"))
+	cpus, err := readList(root, path.Join(dir, "cpulist"))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("NUMA node %d: %w", id, err))
 	}
 	n.CPUs = cpus
-	if d, err := sysattr.String(filepath.Join(dir, "distance")); err != nil {
+	if d, err := root.String(path.Join(dir, "distance")); err != nil {
 		errs = append(errs, fmt.Errorf("NUMA node %d: %w", id, err))
 	} else {
 		for f := range strings.FieldsSeq(d) {
 			v, err := strconv.Atoi(f)
 			if err != nil || v < 0 {
-				errs = append(errs, fmt.Errorf("NUMA node %d: %s: bad distance %q", id, filepath.Join(dir, "distance"), f))
+				errs = append(errs, fmt.Errorf("NUMA node %d: %s: bad distance %q", id, root.Path(path.Join(dir, "distance")), f))
 				n.Distances = nil
 				break
 			}
 			n.Distances = append(n.Distances, v)
 		}
 	}
-	mem, err := memTotal(filepath.Join(dir, "meminfo"))
+	mem, err := memTotal(root, path.Join(dir, "meminfo"))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("NUMA node %d: %w", id, err))
 	}
@@ -203,8 +209,9 @@ func readNode(dir string, id int) (Node, error) {
 }
 
 // memTotal reads "Node 0 MemTotal:       528000000 kB".
-func memTotal(path string) (uint64, error) {
-	b, err := sysattr.ReadFileLimit(path, sysattr.MaxSize)
+func memTotal(root *rootfs.Root, rel string) (uint64, error) {
+	name := root.Path(rel)
+	b, err := root.ReadFile(rel, sysattr.MaxSize)
 	if err != nil {
 		return 0, err
 	}
@@ -213,7 +220,7 @@ func memTotal(path string) (uint64, error) {
 		if len(f) >= 4 && f[2] == "MemTotal:" {
 			v, err := strconv.ParseUint(f[3], 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("%s: bad MemTotal %q", path, f[3])
+				return 0, fmt.Errorf("%s: bad MemTotal %q", name, f[3])
 			}
 			mult := uint64(1)
 			if len(f) >= 5 && f[4] == "kB" {
@@ -222,29 +229,29 @@ func memTotal(path string) (uint64, error) {
 			return v * mult, nil
 		}
 	}
-	return 0, fmt.Errorf("%s: no MemTotal line", path)
+	return 0, fmt.Errorf("%s: no MemTotal line", name)
 }
 
-func readCPU(cpuDir string, id int) (CPU, error) {
+func readCPU(root *rootfs.Root, id int) (CPU, error) {
 	c := CPU{ID: id, Online: true, CoreID: -1, Socket: -1}
-	dir := filepath.Join(cpuDir, "cpu"+strconv.Itoa(id), "topology")
+	dir := path.Join(cpuDir, "cpu"+strconv.Itoa(id), "topology")
 	var errs []error
 	var err error
-	if c.CoreID, err = sysattr.Int(filepath.Join(dir, "core_id")); err != nil {
+	if c.CoreID, err = root.Int(path.Join(dir, "core_id")); err != nil {
 		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
 		c.CoreID = -1
 	}
-	if c.Socket, err = sysattr.Int(filepath.Join(dir, "physical_package_id")); err != nil {
+	if c.Socket, err = root.Int(path.Join(dir, "physical_package_id")); err != nil {
 		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
 		c.Socket = -1
 	}
-	sib, err := readList(filepath.Join(dir, "thread_siblings_list"))
+	sib, err := readList(root, path.Join(dir, "thread_siblings_list"))
 	if errors.Is(err, fs.ErrNotExist) {
-		sib, err = readList(filepath.Join(dir, "core_cpus_list"))
+		sib, err = readList(root, path.Join(dir, "core_cpus_list"))
 	}
 	if err != nil || !sib.Contains(id) {
 		if err == nil {
-			err = fmt.Errorf("%s: siblings %q do not hold the CPU itself", filepath.Join(dir, "thread_siblings_list"), sib)
+			err = fmt.Errorf("%s: siblings %q do not hold the CPU itself", root.Path(path.Join(dir, "thread_siblings_list")), sib)
 		}
 		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
 		sib = cpuset.Of(id)
@@ -253,10 +260,11 @@ func readCPU(cpuDir string, id int) (CPU, error) {
 	return c, errors.Join(errs...)
 }
 
-// AllowedCPUs reads Cpus_allowed_list from a /proc/<pid>/status file:
+// AllowedCPUs reads Cpus_allowed_list from the root's proc/self/status:
 // the CPUs this process (its cgroup's cpuset, its affinity) may use.
-func AllowedCPUs(path string) (cpuset.Set, error) {
-	b, err := sysattr.ReadFileLimit(path, 1<<20)
+func AllowedCPUs(root *rootfs.Root) (cpuset.Set, error) {
+	path := root.Path(statusRel)
+	b, err := root.ReadFile(statusRel, 1<<20)
 	if err != nil {
 		return cpuset.Set{}, err
 	}
@@ -276,8 +284,9 @@ func AllowedCPUs(path string) (cpuset.Set, error) {
 // flag from the first
 // processor block of /proc/cpuinfo. Arm cpuinfo has none of these: the
 // fields stay empty and that is not an error.
-func (t *Topology) readCPUInfo(path string) (err error) {
-	b, err := sysattr.ReadFileLimit(path, 16<<20)
+func (t *Topology) readCPUInfo(root *rootfs.Root) (err error) {
+	path := root.Path(cpuinfo)
+	b, err := root.ReadFile(cpuinfo, 16<<20)
 	if err != nil {
 		return err
 	}

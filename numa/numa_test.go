@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs/rootfstest"
 )
 
 func put(t *testing.T, root string, files map[string]string) {
@@ -52,7 +54,7 @@ func TestReadSNCMemoryOnlyOffline(t *testing.T) {
 	cpu(m, 1, 1, 0, "1-2")
 	cpu(m, 2, 1, 0, "1-2")
 	put(t, root, m)
-	got, errs := Read(root)
+	got, errs := Read(rootfstest.Open(t, root))
 	if len(errs) != 0 {
 		t.Fatalf("errors: %v", errs)
 	}
@@ -83,7 +85,7 @@ func TestReadBadInput(t *testing.T) {
 	}
 	cpu(m, 0, 0, 0, "5") // siblings that do not hold the CPU itself
 	put(t, root, m)      // cpu1 has no topology files at all
-	got, errs := Read(root)
+	got, errs := Read(rootfstest.Open(t, root))
 	all := ""
 	for _, e := range errs {
 		all += e.Error() + "\n"
@@ -105,7 +107,7 @@ func TestReadBadInput(t *testing.T) {
 func TestReadNoNUMA(t *testing.T) {
 	root := t.TempDir()
 	put(t, root, map[string]string{"sys/devices/system/cpu/online": "0-3"})
-	got, errs := Read(root)
+	got, errs := Read(rootfstest.Open(t, root))
 	if len(got.Nodes) != 1 || got.Nodes[0].CPUs.String() != "0-3" {
 		t.Fatalf("nodes = %+v", got.Nodes)
 	}
@@ -134,7 +136,7 @@ func TestReadMalformedWarns(t *testing.T) {
 		cpu(m, i, i, i/2, strconv.Itoa(i))
 	}
 	put(t, root, m)
-	got, errs := Read(root)
+	got, errs := Read(rootfstest.Open(t, root))
 	all := ""
 	for _, e := range errs {
 		all += e.Error() + "\n"

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 // Source names, as Open returns them.
@@ -37,13 +38,21 @@ func Open(root string) (lib nvml.Interface, source string, err error) {
 	if filepath.Clean(root) == "/" {
 		return nvml.New(), SourceLive, nil
 	}
-	path := filepath.Join(root, ReplayFileName)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	r, err := rootfs.Open(filepath.Clean(root))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, SourceNone, nil
-	} else if err != nil {
+	}
+	if err != nil {
 		return nil, SourceNone, fmt.Errorf("nvml: replay: %w", err)
 	}
-	lib, err = LoadReplay(path)
+	defer r.Close()
+	// The root reader: bounded, non-blocking, regular files only, and a
+	// link out of the root (nvml.json -> /dev/zero) is refused.
+	data, err := r.ReadFile(ReplayFileName, MaxReplayFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, SourceNone, nil
+	}
+	lib, err = loadReplay(r.Path(ReplayFileName), data, err)
 	if err != nil {
 		return nil, SourceNone, err
 	}

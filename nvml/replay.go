@@ -13,6 +13,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 )
 
 // replayLib answers go-nvml's nvml.Interface from a ReplayFile.
@@ -94,9 +96,14 @@ func NewReplay(f ReplayFile) nvml.Interface {
 // device count that does not match the devices listed, and counts and
 // sizes over the MaxReplay bounds; every error names the file.
 func LoadReplay(path string) (nvml.Interface, error) {
-	data, err := readReplayFile(path)
+	data, err := sysattr.ReadFileLimit(path, MaxReplayFileSize)
+	return loadReplay(path, data, err)
+}
+
+// loadReplay decodes what reading the file named path gave.
+func loadReplay(path string, data []byte, err error) (nvml.Interface, error) {
 	if err != nil {
-		return nil, fmt.Errorf("nvml: replay %s unreadable: %w", path, err)
+		return nil, fmt.Errorf("nvml: replay %s unreadable: %w", path, readError(path, err))
 	}
 	f, err := decodeReplay(data)
 	if err != nil {

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"io/fs"
 	"strings"
-	"syscall"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 )
 
 // Bounds on what an nvml.json may hold (docs/nvml-replay.md, "Bounds").
@@ -44,40 +44,16 @@ const (
 	maxReplayOtherArray = 1024
 )
 
-// readReplayFile reads at most MaxReplayFileSize bytes of a regular file.
-// It opens path non-blocking, so a FIFO does not hang the open, and checks
-// the opened file (not the name, which a symlink may point elsewhere) is a
-// regular one before reading it.
-func readReplayFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, unwrapPath(err)
+// readError says why the replay file could not be read, without naming
+// it again (the caller does).
+func readError(path string, err error) error {
+	switch {
+	case errors.Is(err, sysattr.ErrTooLarge):
+		return fmt.Errorf("over the %d-byte limit", MaxReplayFileSize)
+	case errors.Is(err, sysattr.ErrNotRegular):
+		return sysattr.ErrNotRegular
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	if fi.Size() > MaxReplayFileSize {
-		return nil, fmt.Errorf("%d bytes, over the %d-byte limit", fi.Size(), MaxReplayFileSize)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxReplayFileSize+1))
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if len(data) > MaxReplayFileSize {
-		return nil, fmt.Errorf("over the %d-byte limit", MaxReplayFileSize)
-	}
-	return data, nil
-}
-
-// unwrapPath drops an *fs.PathError's operation and path: the caller names
-// the file.
-func unwrapPath(err error) error {
-	var pe *os.PathError
+	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}

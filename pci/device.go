@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"runtime"
@@ -14,7 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 // Device is one PCI function as sysfs shows it.
@@ -49,20 +48,22 @@ type Device struct {
 // IsBridge reports whether the function is a PCI-to-PCI bridge (class 0x0604xx).
 func (d Device) IsBridge() bool { return d.Class>>8 == 0x0604 }
 
-// FS reads PCI devices under a root directory ("/" on a live host).
+// FS reads PCI devices under a root ("/" on a live host).
 type FS struct {
-	root string
+	root *rootfs.Root
 }
 
+// BusDir is the directory of PCI function links under the root.
+const BusDir = "sys/bus/pci/devices"
+
 // NewFS returns a reader of <root>/sys/bus/pci.
-func NewFS(root string) FS { return FS{root: root} }
+func NewFS(root *rootfs.Root) FS { return FS{root: root} }
 
 // Devices returns every PCI function sorted by address. errs lists the
 // per-device problems (missing or garbage attributes, dangling links);
 // err is set only when the PCI bus directory cannot be read at all.
 func (f FS) Devices() (devs []Device, errs []error, err error) {
-	dir := filepath.Join(f.root, "sys/bus/pci/devices")
-	entries, err := os.ReadDir(dir)
+	entries, err := f.root.ReadDir(BusDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list PCI devices: %w", err)
 	}
@@ -75,7 +76,7 @@ func (f FS) Devices() (devs []Device, errs []error, err error) {
 	}
 	results := make([]result, len(entries))
 	parallel(len(entries), func(i int) {
-		d, derrs := f.device(dir, entries[i].Name())
+		d, derrs := f.device(entries[i].Name())
 		results[i] = result{d, derrs}
 	})
 	for _, r := range results {
@@ -98,13 +99,13 @@ func (f FS) Devices() (devs []Device, errs []error, err error) {
 
 // device reads one function. A nil Device means the entry is unusable
 // (not an address, dangling or vanished), and errs says why.
-func (f FS) device(busDir, name string) (*Device, []error) {
+func (f FS) device(name string) (*Device, []error) {
+	link := path.Join(BusDir, name)
 	addr, err := ParseAddress(name)
 	if err != nil {
-		return nil, []error{fmt.Errorf("%s: %w", filepath.Join(busDir, name), err)}
+		return nil, []error{fmt.Errorf("%s: %w", f.root.Path(link), err)}
 	}
-	link := filepath.Join(busDir, name)
-	target, err := os.Readlink(link)
+	target, err := f.root.Readlink(link)
 	if err != nil {
 		return nil, []error{fmt.Errorf("PCI device %s: %w", addr, err)}
 	}
@@ -117,8 +118,8 @@ func (f FS) device(busDir, name string) (*Device, []error) {
 	if d.RootBus, d.Parent, err = chain(rel, addr); err != nil {
 		return nil, []error{fmt.Errorf("PCI device %s: %w", addr, err)}
 	}
-	dir := filepath.Join(f.root, rel)
-	if _, err := os.Stat(dir); err != nil {
+	dir := rel
+	if _, err := f.root.Stat(dir); err != nil {
 		// The link dangles, or the device went away between the listing
 		// and now (hot unplug, a VF being destroyed).
 		return nil, []error{fmt.Errorf("PCI device %s: %w", addr, err)}
@@ -129,9 +130,9 @@ func (f FS) device(busDir, name string) (*Device, []error) {
 		}
 	}
 	hex := func(file string, bits int) uint32 {
-		v, err := sysattr.Hex(filepath.Join(dir, file))
+		v, err := f.root.Hex(path.Join(dir, file))
 		if err == nil && bits < 32 && v>>bits != 0 {
-			err = fmt.Errorf("%s: value %#x wider than %d bits", filepath.Join(dir, file), v, bits)
+			err = fmt.Errorf("%s: value %#x wider than %d bits", f.root.Path(path.Join(dir, file)), v, bits)
 		}
 		note(err)
 		return v
@@ -142,34 +143,34 @@ func (f FS) device(busDir, name string) (*Device, []error) {
 	d.SubsystemVendor = uint16(hex("subsystem_vendor", 16))
 	d.SubsystemDevice = uint16(hex("subsystem_device", 16))
 
-	if n, err := sysattr.Int(filepath.Join(dir, "numa_node")); err == nil {
+	if n, err := f.root.Int(path.Join(dir, "numa_node")); err == nil {
 		if n >= 0 {
 			d.NUMANode = &n
 		} else if n != -1 {
-			note(fmt.Errorf("%s: invalid NUMA node %d", filepath.Join(dir, "numa_node"), n))
+			note(fmt.Errorf("%s: invalid NUMA node %d", f.root.Path(path.Join(dir, "numa_node")), n))
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
-	d.LocalCPUs, err = localCPUs(dir)
+	d.LocalCPUs, err = localCPUs(f.root, dir)
 	note(err)
 
-	d.CurrentLinkSpeed = optString(dir, "current_link_speed", note)
-	d.MaxLinkSpeed = optString(dir, "max_link_speed", note)
-	d.CurrentLinkWidth = optInt(dir, "current_link_width", note)
-	d.MaxLinkWidth = optInt(dir, "max_link_width", note)
+	d.CurrentLinkSpeed = optString(f.root, dir, "current_link_speed", note)
+	d.MaxLinkSpeed = optString(f.root, dir, "max_link_speed", note)
+	d.CurrentLinkWidth = optInt(f.root, dir, "current_link_width", note)
+	d.MaxLinkWidth = optInt(f.root, dir, "max_link_width", note)
 
-	if t, err := os.Readlink(filepath.Join(dir, "driver")); err == nil {
+	if t, err := f.root.Readlink(path.Join(dir, "driver")); err == nil {
 		d.Driver = path.Base(filepath.ToSlash(t))
 	}
-	if _, err := os.Lstat(filepath.Join(dir, "physfn")); err == nil {
+	if _, err := f.root.Lstat(path.Join(dir, "physfn")); err == nil {
 		d.Virtual = true
 	}
 	return d, errs
 }
 
-func optString(dir, file string, note func(error)) string {
-	s, err := sysattr.String(filepath.Join(dir, file))
+func optString(root *rootfs.Root, dir, file string, note func(error)) string {
+	s, err := root.String(path.Join(dir, file))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
@@ -181,13 +182,13 @@ func optString(dir, file string, note func(error)) string {
 	return s
 }
 
-func optInt(dir, file string, note func(error)) int {
-	n, err := sysattr.Int(filepath.Join(dir, file))
+func optInt(root *rootfs.Root, dir, file string, note func(error)) int {
+	n, err := root.Int(path.Join(dir, file))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
 	if n < 0 {
-		note(fmt.Errorf("%s: negative value %d", filepath.Join(dir, file), n))
+		note(fmt.Errorf("%s: negative value %d", root.Path(path.Join(dir, file)), n))
 		return 0
 	}
 	return n
@@ -195,12 +196,12 @@ func optInt(dir, file string, note func(error)) int {
 
 // localCPUs reads local_cpulist, else the local_cpus mask. A missing pair is
 // not an error (some platform devices have neither); an empty list is.
-func localCPUs(dir string) (cpuset.Set, error) {
-	p := filepath.Join(dir, "local_cpulist")
-	s, err := sysattr.String(p)
+func localCPUs(root *rootfs.Root, dir string) (cpuset.Set, error) {
+	p := root.Path(path.Join(dir, "local_cpulist"))
+	s, err := root.String(path.Join(dir, "local_cpulist"))
 	if errors.Is(err, fs.ErrNotExist) {
-		p = filepath.Join(dir, "local_cpus")
-		if s, err = sysattr.String(p); errors.Is(err, fs.ErrNotExist) {
+		p = root.Path(path.Join(dir, "local_cpus"))
+		if s, err = root.String(path.Join(dir, "local_cpus")); errors.Is(err, fs.ErrNotExist) {
 			return cpuset.Set{}, nil
 		} else if err != nil {
 			return cpuset.Set{}, err
@@ -224,18 +225,19 @@ func localCPUs(dir string) (cpuset.Set, error) {
 	return set, nil
 }
 
-// resolve turns a sysfs link into a path relative to root, refusing targets
-// that leave the root.
-func resolve(root, link, target string) (string, error) {
-	if filepath.IsAbs(target) {
-		return "", fmt.Errorf("link %s: absolute target %q", link, target)
+// resolve turns the target of the link at rel (relative to root) into a
+// path relative to root, refusing targets that leave the root. sysfs
+// writes every link relative; the directories above a class or bus link
+// are real directories, so the target resolves textually.
+func resolve(root *rootfs.Root, link, target string) (string, error) {
+	if path.IsAbs(target) {
+		return "", fmt.Errorf("link %s: absolute target %q: %w", root.Path(link), target, rootfs.ErrOutsideRoot)
 	}
-	abs := filepath.Join(filepath.Dir(link), target)
-	rel, err := filepath.Rel(root, abs)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("link %s: target %q leaves the root", link, target)
+	rel := path.Join(path.Dir(link), target)
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("link %s: target %q: %w", root.Path(link), target, rootfs.ErrOutsideRoot)
 	}
-	return filepath.ToSlash(rel), nil
+	return rel, nil
 }
 
 // chain finds the root bus and parent of addr in its resolved sysfs path
@@ -271,10 +273,11 @@ func chain(rel string, addr Address) (root string, parent *Address, err error) {
 }
 
 // ResolveAddress finds the PCI function a class device (a netdev, an RDMA
-// device) belongs to: the last PCI address in its link target. ok is false
-// for virtual devices. It does no I/O besides reading the link.
-func ResolveAddress(root, link string) (addr Address, rel string, ok bool, err error) {
-	target, err := os.Readlink(link)
+// device) belongs to: the last PCI address in the target of its link at
+// link (relative to root), and the target as a path relative to root. ok
+// is false for virtual devices. It does no I/O besides reading the link.
+func ResolveAddress(root *rootfs.Root, link string) (addr Address, rel string, ok bool, err error) {
+	target, err := root.Readlink(link)
 	if err != nil {
 		return addr, "", false, err
 	}

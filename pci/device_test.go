@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs/rootfstest"
 )
 
 // writeTree makes a small sysfs: a root port 0000:00:01.0 with a GPU
@@ -70,7 +72,7 @@ var busLinks = map[string]string{
 
 func TestDevicesTree(t *testing.T) {
 	root := writeTree(t, merge(good(rp, "0x060400"), good(gpu, "0x030200")), busLinks)
-	devs, errs, err := NewFS(root).Devices()
+	devs, errs, err := NewFS(rootfstest.Open(t, root)).Devices()
 	if err != nil || len(errs) != 0 {
 		t.Fatalf("Devices: %v %v", err, errs)
 	}
@@ -112,7 +114,7 @@ func TestDevicesBadInput(t *testing.T) {
 		{"link escaping root", good(rp, "0x060400"), map[string]string{
 			"sys/bus/pci/devices/0000:00:01.0": "../../../devices/pci0000:00/0000:00:01.0",
 			"sys/bus/pci/devices/0000:03:00.0": "../../../../../../etc",
-		}, 1, "leaves the root"},
+		}, 1, "leads outside the root"},
 		{"name not an address", good(rp, "0x060400"), map[string]string{
 			"sys/bus/pci/devices/0000:00:01.0": "../../../devices/pci0000:00/0000:00:01.0",
 			"sys/bus/pci/devices/garbage":      "../../../devices/pci0000:00/0000:00:01.0",
@@ -121,7 +123,7 @@ func TestDevicesBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := writeTree(t, tc.files, tc.links)
-			devs, errs, err := NewFS(root).Devices()
+			devs, errs, err := NewFS(rootfstest.Open(t, root)).Devices()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +146,7 @@ func TestDevicesBadInput(t *testing.T) {
 }
 
 func TestDevicesNoBus(t *testing.T) {
-	if _, _, err := NewFS(t.TempDir()).Devices(); err == nil || !strings.Contains(err.Error(), "sys/bus/pci/devices") {
+	if _, _, err := NewFS(rootfstest.Open(t, t.TempDir())).Devices(); err == nil || !strings.Contains(err.Error(), "sys/bus/pci/devices") {
 		t.Fatalf("want an error naming the directory, got %v", err)
 	}
 }

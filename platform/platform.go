@@ -19,10 +19,10 @@ package platform
 import (
 	"errors"
 	"io/fs"
-	"path/filepath"
+	"path"
 	"strings"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 // Cloud names.
@@ -49,11 +49,11 @@ type Info struct {
 
 // Read reads DMI under root. Missing files are not errors (no DMI is a
 // platform answer: unknown); other read failures are returned.
-func Read(root string) (Info, error) {
-	dir := filepath.Join(root, "sys/class/dmi/id")
+func Read(root *rootfs.Root) (Info, error) {
+	const dir = "sys/class/dmi/id"
 	var errs []error
 	read := func(name string) string {
-		s, err := sysattr.String(filepath.Join(dir, name))
+		s, err := root.String(path.Join(dir, name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

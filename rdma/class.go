@@ -4,17 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 // readClass lists <root>/sys/class/<class> and reads each entry with
 // read, which returns nil for an entry that is not a device or vanished.
 // A missing class directory means no such devices: no error. The result
-// is in name order (os.ReadDir sorts).
-func readClass[T any](root, class, what string, read func(root, classDir, name string) (*T, []error)) (out []T, errs []error) {
-	dir := filepath.Join(root, "sys/class", class)
-	entries, err := os.ReadDir(dir)
+// is in name order (rootfs.Root.ReadDir sorts).
+func readClass[T any](root *rootfs.Root, class, what string, read func(root *rootfs.Root, classDir, name string) (*T, []error)) (out []T, errs []error) {
+	dir := path.Join("sys/class", class)
+	entries, err := root.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
@@ -50,12 +49,12 @@ type GID struct {
 
 // Devices reads every RDMA device, sorted by name. A root without
 // class/infiniband has none (the RDMA core is not loaded): no error.
-func Devices(root string) ([]Device, []error) {
+func Devices(root *rootfs.Root) ([]Device, []error) {
 	return readClass(root, "infiniband", "RDMA devices", readDevice)
 }
 
-func readDevice(root, classDir, name string) (*Device, []error) {
-	link := filepath.Join(classDir, name)
+func readDevice(root *rootfs.Root, classDir, name string) (*Device, []error) {
+	link := path.Join(classDir, name)
 	d := &Device{Name: name}
 	var errs []error
 	note := func(err error) {
@@ -72,17 +71,17 @@ func readDevice(root, classDir, name string) (*Device, []error) {
 		d.PCI = &addr
 	}
 	dir := link // the class link resolves to the device directory
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := root.Stat(dir); err != nil {
 		return nil, []error{fmt.Errorf("RDMA device %s: %w", name, err)}
 	}
 	var err2 error
-	d.FirmwareVersion, err2 = sysattr.String(filepath.Join(dir, "fw_ver"))
+	d.FirmwareVersion, err2 = root.String(path.Join(dir, "fw_ver"))
 	note(err2)
-	d.NodeGUID = optional(filepath.Join(dir, "node_guid"), note)
-	d.NodeType = optional(filepath.Join(dir, "node_type"), note)
+	d.NodeGUID = optional(root, path.Join(dir, "node_guid"), note)
+	d.NodeType = optional(root, path.Join(dir, "node_type"), note)
 
-	portsDir := filepath.Join(dir, "ports")
-	entries, err := os.ReadDir(portsDir)
+	portsDir := path.Join(dir, "ports")
+	entries, err := root.ReadDir(portsDir)
 	if err != nil {
 		note(fmt.Errorf("list ports: %w", err))
 		return d, errs
@@ -90,10 +89,10 @@ func readDevice(root, classDir, name string) (*Device, []error) {
 	for _, e := range entries {
 		n, err := strconv.Atoi(e.Name())
 		if err != nil || n < 0 {
-			note(fmt.Errorf("%s: not a port number", filepath.Join(portsDir, e.Name())))
+			note(fmt.Errorf("%s: not a port number", root.Path(path.Join(portsDir, e.Name()))))
 			continue
 		}
-		p, perrs := readPort(filepath.Join(portsDir, e.Name()), n)
+		p, perrs := readPort(root, path.Join(portsDir, e.Name()), n)
 		for _, err := range perrs {
 			note(fmt.Errorf("port %d: %w", n, err))
 		}
@@ -103,45 +102,45 @@ func readDevice(root, classDir, name string) (*Device, []error) {
 	return d, errs
 }
 
-func optional(path string, note func(error)) string {
-	s, err := sysattr.String(path)
+func optional(root *rootfs.Root, rel string, note func(error)) string {
+	s, err := root.String(rel)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
 	return s
 }
 
-func readPort(dir string, n int) (Port, []error) {
+func readPort(root *rootfs.Root, dir string, n int) (Port, []error) {
 	p := Port{Port: n}
 	var errs []error
 	var err error
-	if s, e := sysattr.String(filepath.Join(dir, "state")); e != nil {
+	if s, e := root.String(path.Join(dir, "state")); e != nil {
 		errs = append(errs, e)
 	} else if p.StateID, p.State, err = ParseState(s); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(dir, "state"), err))
+		errs = append(errs, fmt.Errorf("%s: %w", root.Path(path.Join(dir, "state")), err))
 	}
-	if s, e := sysattr.String(filepath.Join(dir, "phys_state")); e != nil {
+	if s, e := root.String(path.Join(dir, "phys_state")); e != nil {
 		errs = append(errs, e)
 	} else if p.PhysStateID, p.PhysState, err = ParseState(s); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(dir, "phys_state"), err))
+		errs = append(errs, fmt.Errorf("%s: %w", root.Path(path.Join(dir, "phys_state")), err))
 	}
-	if s, e := sysattr.String(filepath.Join(dir, "rate")); e != nil {
+	if s, e := root.String(path.Join(dir, "rate")); e != nil {
 		errs = append(errs, e)
 	} else if p.RateGbps, err = ParseRate(s); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(dir, "rate"), err))
+		errs = append(errs, fmt.Errorf("%s: %w", root.Path(path.Join(dir, "rate")), err))
 	}
-	if p.LinkLayer, err = sysattr.String(filepath.Join(dir, "link_layer")); err != nil {
+	if p.LinkLayer, err = root.String(path.Join(dir, "link_layer")); err != nil {
 		errs = append(errs, err)
 	} else if !slices.Contains(linkLayers, p.LinkLayer) {
 		// The kernel writes one of these (ib_core's link_layer_show); an
 		// empty or junk file must not pass for a fabric silently.
-		errs = append(errs, fmt.Errorf("%s: %q is not a link layer the kernel writes (InfiniBand, Ethernet, Unknown); the port's fabric is a guess", filepath.Join(dir, "link_layer"), p.LinkLayer))
+		errs = append(errs, fmt.Errorf("%s: %q is not a link layer the kernel writes (InfiniBand, Ethernet, Unknown); the port's fabric is a guess", root.Path(path.Join(dir, "link_layer")), p.LinkLayer))
 	}
-	if nd, err := sysattr.String(filepath.Join(dir, "gid_attrs/ndevs/0")); err == nil {
+	if nd, err := root.String(path.Join(dir, "gid_attrs/ndevs/0")); err == nil {
 		p.Netdev = nd
 	}
 	if p.LinkLayer == "Ethernet" {
-		p.GIDs = readGIDs(dir)
+		p.GIDs = readGIDs(root, dir)
 	}
 	return p, errs
 }
@@ -156,8 +155,8 @@ const maxGIDs = 256
 // readGIDs returns the populated entries. Unpopulated entries read as
 // all-zero or fail (EINVAL on real hardware); both are skipped, as are
 // entries whose type is unreadable.
-func readGIDs(portDir string) []GID {
-	entries, err := os.ReadDir(filepath.Join(portDir, "gids"))
+func readGIDs(root *rootfs.Root, portDir string) []GID {
+	entries, err := root.ReadDir(path.Join(portDir, "gids"))
 	if err != nil {
 		return nil
 	}
@@ -167,15 +166,15 @@ func readGIDs(portDir string) []GID {
 		if err != nil || i < 0 || i >= maxGIDs {
 			continue
 		}
-		g, err := sysattr.String(filepath.Join(portDir, "gids", e.Name()))
+		g, err := root.String(path.Join(portDir, "gids", e.Name()))
 		if err != nil || isZeroGID(g) {
 			continue
 		}
-		typ, err := sysattr.String(filepath.Join(portDir, "gid_attrs/types", e.Name()))
+		typ, err := root.String(path.Join(portDir, "gid_attrs/types", e.Name()))
 		if err != nil {
 			continue
 		}
-		nd, _ := sysattr.String(filepath.Join(portDir, "gid_attrs/ndevs", e.Name()))
+		nd, _ := root.String(path.Join(portDir, "gid_attrs/ndevs", e.Name()))
 		out = append(out, GID{Index: i, GID: g, Type: typ, Netdev: nd})
 	}
 	slices.SortFunc(out, func(a, b GID) int { return a.Index - b.Index })

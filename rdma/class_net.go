@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
@@ -33,21 +32,21 @@ type Netdev struct {
 }
 
 // Netdevs reads every netdev, sorted by name.
-func Netdevs(root string) ([]Netdev, []error) {
+func Netdevs(root *rootfs.Root) ([]Netdev, []error) {
 	return readClass(root, "net", "netdevs", readNetdev)
 }
 
-func readNetdev(root, classDir, name string) (*Netdev, []error) {
+func readNetdev(root *rootfs.Root, classDir, name string) (*Netdev, []error) {
 	if name == "bonding_masters" {
 		return nil, nil // a file, not an interface
 	}
-	link := filepath.Join(classDir, name)
+	link := path.Join(classDir, name)
 	nd := &Netdev{Name: name}
 	addr, _, ok, err := pci.ResolveAddress(root, link)
 	if err != nil {
 		return nil, []error{fmt.Errorf("netdev %q: %w", name, err)}
 	}
-	if _, err := os.Stat(link); err != nil {
+	if _, err := root.Stat(link); err != nil {
 		return nil, []error{fmt.Errorf("netdev %q: %w", name, err)} // vanished
 	}
 	if ok {
@@ -59,20 +58,20 @@ func readNetdev(root, classDir, name string) (*Netdev, []error) {
 			errs = append(errs, fmt.Errorf("netdev %q: %w", name, err))
 		}
 	}
-	nd.OperState, err = sysattr.String(filepath.Join(link, "operstate"))
+	nd.OperState, err = root.String(path.Join(link, "operstate"))
 	note(err)
-	nd.Address, err = sysattr.String(filepath.Join(link, "address"))
+	nd.Address, err = root.String(path.Join(link, "address"))
 	note(err)
-	nd.MTU, err = sysattr.Int(filepath.Join(link, "mtu"))
+	nd.MTU, err = root.Int(path.Join(link, "mtu"))
 	note(err)
-	nd.Type, err = sysattr.Int(filepath.Join(link, "type"))
+	nd.Type, err = root.Int(path.Join(link, "type"))
 	note(err)
-	if target, err := os.Readlink(filepath.Join(link, "master")); err == nil {
-		nd.Master = filepath.Base(target)
-		nd.MasterKind = masterKind(filepath.Join(classDir, nd.Master))
+	if target, err := root.Readlink(path.Join(link, "master")); err == nil {
+		nd.Master = path.Base(target)
+		nd.MasterKind = masterKind(root, path.Join(classDir, nd.Master))
 	}
 	// speed fails with EINVAL while the link is down; -1 on virtio.
-	if s, err := sysattr.Int(filepath.Join(link, "speed")); err == nil && s > 0 {
+	if s, err := root.Int(path.Join(link, "speed")); err == nil && s > 0 {
 		nd.SpeedMbps = s
 	}
 	return nd, errs
@@ -80,9 +79,9 @@ func readNetdev(root, classDir, name string) (*Netdev, []error) {
 
 // masterKind names the kind of a master interface from its sysfs
 // directory: bonding/ (bond) or bridge/ (bridge).
-func masterKind(dir string) string {
+func masterKind(root *rootfs.Root, dir string) string {
 	for _, k := range []struct{ sub, kind string }{{"bonding", "bond"}, {"bridge", "bridge"}} {
-		if fi, err := os.Stat(filepath.Join(dir, k.sub)); err == nil && fi.IsDir() {
+		if fi, err := root.Stat(path.Join(dir, k.sub)); err == nil && fi.IsDir() {
 			return k.kind
 		}
 	}

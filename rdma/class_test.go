@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs/rootfstest"
 )
 
 func write(t *testing.T, root string, files map[string]string, links map[string]string) {
@@ -62,7 +64,7 @@ func TestDevicesRoCE(t *testing.T) {
 		// A NIC unplugged between the listing and the read.
 		"sys/class/infiniband/mlx5_9": "../../devices/pci0000:00/0000:00:02.0/0000:09:00.0/infiniband/mlx5_9",
 	})
-	devs, errs := Devices(root)
+	devs, errs := Devices(rootfstest.Open(t, root))
 	if len(devs) != 1 {
 		t.Fatalf("got %d devices: %+v", len(devs), devs)
 	}
@@ -85,7 +87,7 @@ func TestDevicesRoCE(t *testing.T) {
 		t.Errorf("GIDs = %+v, want %+v", port.GIDs, want)
 	}
 
-	nds, nerrs := Netdevs(root)
+	nds, nerrs := Netdevs(rootfstest.Open(t, root))
 	if len(nerrs) != 0 || len(nds) != 2 {
 		t.Fatalf("Netdevs = %+v, %v", nds, nerrs)
 	}
@@ -109,7 +111,7 @@ func TestDevicesGarbagePort(t *testing.T) {
 	}, map[string]string{
 		"sys/class/infiniband/mlx5_0": "../../devices/pci0000:00/0000:00:02.0/0000:03:00.0/infiniband/mlx5_0",
 	})
-	devs, errs := Devices(root)
+	devs, errs := Devices(rootfstest.Open(t, root))
 	if len(devs) != 1 || len(devs[0].Ports) != 1 {
 		t.Fatalf("devices = %+v", devs)
 	}
@@ -128,7 +130,7 @@ func TestDevicesGarbagePort(t *testing.T) {
 }
 
 func TestNoRDMAClass(t *testing.T) {
-	devs, errs := Devices(t.TempDir())
+	devs, errs := Devices(rootfstest.Open(t, t.TempDir()))
 	if devs != nil || errs != nil {
 		t.Fatalf("got %v %v", devs, errs)
 	}
@@ -148,7 +150,7 @@ func TestDevicesJunkLinkLayer(t *testing.T) {
 		}, map[string]string{
 			"sys/class/infiniband/mlx5_0": "../../devices/pci0000:00/0000:00:02.0/0000:03:00.0/infiniband/mlx5_0",
 		})
-		devs, errs := Devices(root)
+		devs, errs := Devices(rootfstest.Open(t, root))
 		if len(devs) != 1 || len(devs[0].Ports) != 1 {
 			t.Fatalf("%q: devices = %+v", ll, devs)
 		}

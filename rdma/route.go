@@ -5,19 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"strings"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 // DefaultRouteInterface returns the interface of the IPv4 default route
 // in <root>/proc/net/route (destination and mask 00000000, flag RTF_UP);
 // the lowest metric wins. A root without the file (fixtures) answers ""
 // and no error.
-func DefaultRouteInterface(root string) (string, error) {
-	p := filepath.Join(root, "proc/net/route")
-	b, err := sysattr.ReadFileLimit(p, 4<<20)
+func DefaultRouteInterface(root *rootfs.Root) (string, error) {
+	const rel = "proc/net/route"
+	p := root.Path(rel)
+	b, err := root.ReadFile(rel, 4<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 )
 
 // Counter directories of a port (sysfs-class-infiniband ABI text).
@@ -34,8 +36,9 @@ const (
 type CounterReader struct {
 	// Root is the filesystem root ("/" live).
 	Root string
-	// ReadFile reads one attribute file; nil means a bounded single read
-	// (open, read, close; os.ReadFile outside Linux). Tests set it to
+	// ReadFile reads one attribute file, named in full; nil means the
+	// root reader's bounded single read (open, read, close, inside the
+	// root; rootfs.Root.ReadFile). Tests set it to
 	// answer syscall.EINVAL in an *fs.PathError (as os.ReadFile reports
 	// the kernel's read(2) answer) for chosen paths: a tmpfs or disk file
 	// cannot produce EINVAL on read.
@@ -46,6 +49,10 @@ type CounterReader struct {
 
 	mu       sync.Mutex
 	disabled map[string]struct{} // paths that answered EINVAL
+
+	fsOnce sync.Once
+	fs     *rootfs.Root
+	fsErr  error
 }
 
 // PortSample is one port as read at one scrape. Counter values are as the
@@ -84,8 +91,11 @@ type PortSample struct {
 // the ports it could read together with the errors (joined). It stops at
 // ctx's end and returns what it has and ctx's error.
 func (r *CounterReader) Read(ctx context.Context) ([]PortSample, error) {
-	classDir := filepath.Join(r.root(), "sys/class/infiniband")
-	entries, err := os.ReadDir(classDir)
+	root, err := r.rootFS()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := root.ReadDir(classDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -101,8 +111,8 @@ func (r *CounterReader) Read(ctx context.Context) ([]PortSample, error) {
 		errs []error
 	)
 	for _, e := range entries {
-		portsDir := filepath.Join(classDir, e.Name(), "ports")
-		ports, err := os.ReadDir(portsDir)
+		portsDir := path.Join(classDir, e.Name(), "ports")
+		ports, err := root.ReadDir(portsDir)
 		if err != nil {
 			if !gone(err) {
 				errs = append(errs, fmt.Errorf("RDMA device %s: list ports: %w", e.Name(), err))
@@ -113,14 +123,14 @@ func (r *CounterReader) Read(ctx context.Context) ([]PortSample, error) {
 		for _, p := range ports {
 			n, err := strconv.Atoi(p.Name())
 			if err != nil || n < 0 {
-				errs = append(errs, fmt.Errorf("%s: not a port number", filepath.Join(portsDir, p.Name())))
+				errs = append(errs, fmt.Errorf("%s: not a port number", root.Path(path.Join(portsDir, p.Name()))))
 				continue
 			}
 			nums = append(nums, n)
 		}
 		slices.Sort(nums)
 		for _, n := range nums {
-			jobs = append(jobs, job{e.Name(), filepath.Join(portsDir, strconv.Itoa(n)), n})
+			jobs = append(jobs, job{e.Name(), path.Join(portsDir, strconv.Itoa(n)), n})
 		}
 	}
 	// Ports are read on a few goroutines: a scrape is dominated by the
@@ -139,7 +149,7 @@ func (r *CounterReader) Read(ctx context.Context) ([]PortSample, error) {
 			defer wg.Done()
 			for i := range next {
 				j := jobs[i]
-				s, ok, perrs := r.readPort(j.dev, j.dir, j.port)
+				s, ok, perrs := r.readPort(root, j.dev, j.dir, j.port)
 				results[i] = result{s, ok, perrs}
 			}
 		}()
@@ -181,18 +191,23 @@ func (r *CounterReader) DisabledFiles() []string {
 	return out
 }
 
-func (r *CounterReader) root() string {
-	if r.Root == "" {
-		return "/"
-	}
-	return r.Root
+// classDir is the RDMA class directory under the root.
+const classDir = "sys/class/infiniband"
+
+// rootFS opens the root once; the reader keeps it for its life.
+func (r *CounterReader) rootFS() (*rootfs.Root, error) {
+	r.fsOnce.Do(func() { r.fs, r.fsErr = rootfs.Open(r.Root) })
+	return r.fs, r.fsErr
 }
 
-func (r *CounterReader) readFile(name string) ([]byte, error) {
+// readFile reads the attribute rel under root: one bounded read that
+// never blocks and never leaves the root (rootfs.Root.ReadFile), or the
+// test's ReadFile, given the full name.
+func (r *CounterReader) readFile(root *rootfs.Root, rel string) ([]byte, error) {
 	if r.ReadFile != nil {
-		return r.ReadFile(name)
+		return r.ReadFile(root.Path(rel))
 	}
-	return readAttr(name)
+	return root.ReadFile(rel, sysattr.MaxSize)
 }
 
 // gone reports whether err says the file or its directory went away.
@@ -202,10 +217,10 @@ func gone(err error) bool {
 
 // readPort reads one port; ok is false when the port vanished or its
 // state could not be read.
-func (r *CounterReader) readPort(dev, dir string, n int) (s PortSample, ok bool, errs []error) {
+func (r *CounterReader) readPort(root *rootfs.Root, dev, dir string, n int) (s PortSample, ok bool, errs []error) {
 	s = PortSample{Device: dev, Port: n}
 	attr := func(name string) (string, bool) {
-		b, err := r.readFile(filepath.Join(dir, name))
+		b, err := r.readFile(root, path.Join(dir, name))
 		if err != nil {
 			if !gone(err) {
 				errs = append(errs, fmt.Errorf("RDMA device %s port %d: %w", dev, n, err))
@@ -215,7 +230,7 @@ func (r *CounterReader) readPort(dev, dir string, n int) (s PortSample, ok bool,
 		return strings.TrimSpace(string(b)), true
 	}
 	malformed := func(name string, err error) {
-		errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(dir, name), err))
+		errs = append(errs, fmt.Errorf("%s: %w", root.Path(path.Join(dir, name)), err))
 	}
 	st, ok1 := attr("state")
 	ph, ok2 := attr("phys_state")
@@ -236,19 +251,19 @@ func (r *CounterReader) readPort(dev, dir string, n int) (s PortSample, ok bool,
 		malformed("rate", err)
 		return s, false, errs
 	}
-	if ll, err := r.readFile(filepath.Join(dir, "link_layer")); err == nil {
+	if ll, err := r.readFile(root, path.Join(dir, "link_layer")); err == nil {
 		s.LinkLayer = strings.TrimSpace(string(ll))
 	}
-	s.Counters = r.readCounters(&s, filepath.Join(dir, DirCounters), r.Counters, &errs)
-	s.CountersExt = r.readCounters(&s, filepath.Join(dir, DirCountersExt), r.CountersExt, &errs)
-	s.HwCounters = r.readCounters(&s, filepath.Join(dir, DirHwCounters), r.HwCounters, &errs)
+	s.Counters = r.readCounters(root, &s, path.Join(dir, DirCounters), r.Counters, &errs)
+	s.CountersExt = r.readCounters(root, &s, path.Join(dir, DirCountersExt), r.CountersExt, &errs)
+	s.HwCounters = r.readCounters(root, &s, path.Join(dir, DirHwCounters), r.HwCounters, &errs)
 	return s, true, errs
 }
 
 // readCounters reads the wanted files of one counter directory; nil when
 // the directory is missing.
-func (r *CounterReader) readCounters(s *PortSample, dir string, want []string, errs *[]error) map[string]uint64 {
-	entries, err := os.ReadDir(dir)
+func (r *CounterReader) readCounters(root *rootfs.Root, s *PortSample, dir string, want []string, errs *[]error) map[string]uint64 {
+	entries, err := root.ReadDir(dir)
 	if err != nil {
 		if !gone(err) {
 			*errs = append(*errs, fmt.Errorf("RDMA device %s port %d: %w", s.Device, s.Port, err))
@@ -260,7 +275,7 @@ func (r *CounterReader) readCounters(s *PortSample, dir string, want []string, e
 		if !e.Type().IsRegular() || (want != nil && !slices.Contains(want, e.Name())) {
 			continue
 		}
-		v, o, err := r.readCounter(filepath.Join(dir, e.Name()))
+		v, o, err := r.readCounter(root, path.Join(dir, e.Name()))
 		switch o {
 		case counterOK:
 			out[e.Name()] = v
@@ -287,15 +302,22 @@ func (r *CounterReader) readCounters(s *PortSample, dir string, want []string, e
 // It is the check-time read of the same reader the exporter scrapes with,
 // so both share one memory of EINVAL files.
 func (r *CounterReader) PortCounters(dev string, port int, names []string) (map[string]uint64, error) {
-	dir := filepath.Join(r.root(), "sys/class/infiniband", dev, "ports", strconv.Itoa(port), DirCounters)
+	root, err := r.rootFS()
+	if err != nil {
+		return nil, err
+	}
+	dir := path.Join(classDir, dev, "ports", strconv.Itoa(port), DirCounters)
+	if dev == "" || dev == "." || dev == ".." || strings.ContainsRune(dev, '/') {
+		return nil, fmt.Errorf("%s: %q is not an RDMA device name", root.Path(classDir), dev)
+	}
 	out := make(map[string]uint64, len(names))
 	var errs []error
 	for _, name := range names {
 		if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
-			errs = append(errs, fmt.Errorf("%s: %q is not a counter file name", dir, name))
+			errs = append(errs, fmt.Errorf("%s: %q is not a counter file name", root.Path(dir), name))
 			continue
 		}
-		v, o, err := r.readCounter(filepath.Join(dir, name))
+		v, o, err := r.readCounter(root, path.Join(dir, name))
 		switch o {
 		case counterOK:
 			out[name] = v
@@ -304,7 +326,7 @@ func (r *CounterReader) PortCounters(dev string, port int, names []string) (map[
 		}
 	}
 	if len(out) == 0 && len(errs) == 0 {
-		return nil, fmt.Errorf("%s: no counters: %w", dir, fs.ErrNotExist)
+		return nil, fmt.Errorf("%s: no counters: %w", root.Path(dir), fs.ErrNotExist)
 	}
 	return out, errors.Join(errs...)
 }
@@ -321,15 +343,16 @@ const (
 
 // readCounter reads one counter file; the error is set for counterBad
 // and names the file.
-func (r *CounterReader) readCounter(path string) (uint64, counterOutcome, error) {
-	if r.isDisabled(path) {
+func (r *CounterReader) readCounter(root *rootfs.Root, rel string) (uint64, counterOutcome, error) {
+	name := root.Path(rel)
+	if r.isDisabled(name) {
 		return 0, counterDisabled, nil
 	}
-	b, err := r.readFile(path)
+	b, err := r.readFile(root, rel)
 	switch {
 	case err == nil:
 	case errors.Is(err, syscall.EINVAL):
-		r.disable(path)
+		r.disable(name)
 		return 0, counterDisabled, nil
 	case gone(err), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EOPNOTSUPP):
 		return 0, counterAbsent, nil
@@ -342,7 +365,7 @@ func (r *CounterReader) readCounter(path string) (uint64, counterOutcome, error)
 	}
 	v, err := strconv.ParseUint(text, 10, 64)
 	if err != nil {
-		return 0, counterBad, fmt.Errorf("%s: malformed counter %q", path, text)
+		return 0, counterBad, fmt.Errorf("%s: malformed counter %q", name, text)
 	}
 	return v, counterOK, nil
 }

@@ -48,6 +48,14 @@ func ReadFileLimit(path string, limit int) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer syscall.Close(fd)
+	return ReadFD(fd, path, limit)
+}
+
+// ReadFD reads at most limit bytes from the open descriptor fd (opened
+// with O_NONBLOCK), named path in errors, with ReadFileLimit's rules: a
+// FIFO, device or socket is refused (ErrNotRegular), a longer file is
+// ErrTooLarge. It does not close fd.
+func ReadFD(fd int, path string, limit int) ([]byte, error) {
 	read := func(b []byte) (int, error) {
 		for {
 			n, err := syscall.Read(fd, b)
@@ -56,6 +64,9 @@ func ReadFileLimit(path string, limit int) ([]byte, error) {
 			}
 			if errors.Is(err, syscall.EAGAIN) {
 				return 0, fmt.Errorf("read %s: %w", path, ErrNotRegular)
+			}
+			if errors.Is(err, syscall.EISDIR) {
+				return 0, fmt.Errorf("read %s: a directory: %w", path, ErrNotRegular)
 			}
 			if err != nil {
 				return 0, fmt.Errorf("read %s: %w", path, err)
@@ -68,6 +79,7 @@ func ReadFileLimit(path string, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	var size int64
 	if n == 0 || n == len(buf) {
 		// An empty answer, or one that fills the buffer: make sure it is
 		// a file's (sysfs and procfs files are regular files), not a
@@ -79,23 +91,32 @@ func ReadFileLimit(path string, limit int) ([]byte, error) {
 		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 			return nil, fmt.Errorf("read %s: %w", path, ErrNotRegular)
 		}
+		size = st.Size
 	}
 	if n < len(buf) {
 		return buf[:n], nil
 	}
-	b := buf[:n]
-	chunk := make([]byte, 64<<10)
+	// A file on disk says its size (sysfs says a page, procfs 0): one
+	// over the bound is refused unread, and the buffer is sized once.
+	if size > int64(limit) {
+		return nil, fmt.Errorf("read %s: %w (%d bytes, over the %d-byte limit)", path, ErrTooLarge, size, limit)
+	}
+	b := make([]byte, n, max(int(size)+1, 2*n))
+	copy(b, buf[:n])
 	for len(b) <= limit {
-		m, err := read(chunk[:min(len(chunk), limit+1-len(b))])
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := read(b[len(b):min(cap(b), limit+1)])
 		if err != nil {
 			return nil, err
 		}
 		if m == 0 {
 			return b, nil
 		}
-		b = append(b, chunk[:m]...)
+		b = b[:len(b)+m]
 	}
-	return nil, fmt.Errorf("read %s: %w (%d bytes)", path, ErrTooLarge, limit)
+	return nil, fmt.Errorf("read %s: %w (over the %d-byte limit)", path, ErrTooLarge, limit)
 }
 
 // String reads an attribute and trims surrounding white space.

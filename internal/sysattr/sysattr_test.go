@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,44 @@ func TestReadErrorsNameTheFile(t *testing.T) {
 	os.WriteFile(big, make([]byte, MaxSize+10), 0o644)
 	if _, err := String(big); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("big: got %v", err)
+	}
+}
+
+// A directory is refused as not a regular file; a file on disk that says
+// it is over the bound is refused unread (no buffer of its size); one
+// that fits is read whole, across several reads.
+func TestReadFileLimitShapes(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadFileLimit(dir, MaxSize); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("directory: %v; want ErrNotRegular", err)
+	}
+	sparse := filepath.Join(dir, "sparse")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	_, err = ReadFileLimit(sparse, 16<<20)
+	runtime.ReadMemStats(&b)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "1073741824 bytes") {
+		t.Errorf("1 GiB file: %v; want ErrTooLarge naming its size", err)
+	}
+	if got := b.TotalAlloc - a.TotalAlloc; got > 1<<20 {
+		t.Errorf("refusing a 1 GiB file allocated %d bytes", got)
+	}
+	whole := filepath.Join(dir, "whole")
+	want := strings.Repeat("0123456789abcdef", 20000) // 320,000 bytes
+	os.WriteFile(whole, []byte(want), 0o644)
+	if got, err := ReadFileLimit(whole, len(want)); err != nil || string(got) != want {
+		t.Errorf("a file exactly at the bound: %d bytes, %v", len(got), err)
+	}
+	if _, err := ReadFileLimit(whole, len(want)-1); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a file one byte over the bound: %v", err)
 	}
 }
 

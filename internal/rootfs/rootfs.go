@@ -1,0 +1,352 @@
+// Package rootfs is the one reader of files under a filesystem root: the
+// sysfs and procfs trees discovery reads, nvml.json, a vendor topology
+// file found under the root. "/" is the live host; any other directory is
+// an example machine, a snapshot or a fixture.
+//
+// Every path a caller gives is relative to the root, and every open stays
+// inside it: links are followed only while they resolve beneath the root
+// (openat2 with RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS; Go's os.Root walk
+// where the kernel or a seccomp filter refuses openat2). A link that leads
+// out of the root, even one component of a directory path, is refused
+// with ErrOutsideRoot, so no host file ever appears as a fixture's
+// attribute. Reads are bounded and never block: see ReadFile.
+//
+// Errors wrap the os error (errors.Is(err, fs.ErrNotExist) works) and name
+// the file by its full path, root included.
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+)
+
+// ErrOutsideRoot is wrapped when a path, through a link, leads outside the
+// root (or is absolute or climbs out with ".."): it is refused, not read.
+var ErrOutsideRoot = errors.New("leads outside the root; refused")
+
+// Root reads files under one directory. The zero value is not usable;
+// call Open. A Root is safe for concurrent use.
+type Root struct {
+	dir  string
+	live bool     // dir is "/": every path is inside it, plain opens do
+	fd   int      // the root directory (O_PATH), for openat2
+	os   *os.Root // the walk used where openat2 is refused
+}
+
+// noOpenat2 is set once openat2 has answered ENOSYS or EPERM (an old
+// kernel, a container's seccomp filter): every Root then walks with
+// os.Root. Tests set it to exercise that walk.
+var noOpenat2 atomic.Bool
+
+// Open returns a reader of the tree under dir.
+func Open(dir string) (*Root, error) {
+	if dir == "" {
+		dir = "/"
+	}
+	r := &Root{dir: filepath.Clean(dir), fd: -1}
+	if r.dir == "/" {
+		r.live = true
+		return r, nil
+	}
+	fd, err := unix.Open(r.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open root %s: %w", r.dir, &fs.PathError{Op: "open", Path: r.dir, Err: err})
+	}
+	r.fd = fd
+	if r.os, err = os.OpenRoot(r.dir); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("open root %s: %w", r.dir, err)
+	}
+	return r, nil
+}
+
+// Close releases the root's descriptors.
+func (r *Root) Close() error {
+	if r == nil || r.live {
+		return nil
+	}
+	unix.Close(r.fd)
+	return r.os.Close()
+}
+
+// Dir is the root directory as given (cleaned).
+func (r *Root) Dir() string { return r.dir }
+
+// Live reports whether the root is the running host's "/".
+func (r *Root) Live() bool { return r.live }
+
+// Path is rel's full name, for messages and for callers that must hand a
+// path to another program.
+func (r *Root) Path(rel string) string { return filepath.Join(r.dir, rel) }
+
+// clean checks rel is a relative path that does not climb out textually.
+func (r *Root) clean(rel string) (string, error) {
+	c := filepath.Clean(rel)
+	if filepath.IsAbs(rel) || c == ".." || strings.HasPrefix(c, "../") {
+		return "", &fs.PathError{Op: "open", Path: r.Path(rel), Err: ErrOutsideRoot}
+	}
+	return c, nil
+}
+
+// open opens rel with flags, inside the root. The descriptor is raw (not
+// an os.File, which would park a non-blocking descriptor in the poller).
+func (r *Root) open(rel string, flags int) (int, error) {
+	name := r.Path(rel)
+	if r.live {
+		for {
+			fd, err := unix.Open(name, flags|unix.O_CLOEXEC, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+			}
+			return fd, nil
+		}
+	}
+	c, err := r.clean(rel)
+	if err != nil {
+		return -1, err
+	}
+	if !noOpenat2.Load() {
+		how := unix.OpenHow{
+			Flags:   uint64(flags | unix.O_CLOEXEC),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+		}
+		for try := 0; ; try++ {
+			fd, err := unix.Openat2(r.fd, c, &how)
+			switch {
+			case err == nil:
+				return fd, nil
+			case err == unix.EINTR, err == unix.EAGAIN && try < 8:
+				// EAGAIN: a rename raced the lookup; the kernel asks for
+				// a retry.
+				continue
+			case err == unix.ENOSYS, err == unix.EPERM && try == 0 && !r.permDenied(c):
+				noOpenat2.Store(true)
+			case err == unix.EXDEV:
+				return -1, &fs.PathError{Op: "open", Path: name, Err: ErrOutsideRoot}
+			default:
+				return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+			}
+			break
+		}
+	}
+	return r.walkOpen(c, flags)
+}
+
+// permDenied tells a real EPERM of the file from a seccomp filter's
+// answer to openat2: a plain lookup of the same name answers EPERM too.
+func (r *Root) permDenied(c string) bool {
+	fd, err := unix.Openat(r.fd, c, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err == nil {
+		unix.Close(fd)
+		return false
+	}
+	return err == unix.EPERM
+}
+
+// walkOpen opens through os.Root, which refuses any escape, and hands
+// back a raw duplicate of the descriptor. os.Root has no O_PATH: Stat,
+// Lstat and Readlink call os.Root themselves when openat2 is refused.
+func (r *Root) walkOpen(c string, flags int) (int, error) {
+	name := r.Path(c)
+	if flags&(unix.O_PATH|unix.O_NOFOLLOW) != 0 {
+		return -1, errWalk
+	}
+	f, err := r.os.OpenFile(c, flags&^unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, wrapWalk(name, err)
+	}
+	defer f.Close()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	dup := -1
+	var derr error
+	if cerr := sc.Control(func(fd uintptr) { dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		derr = cerr
+	}
+	if derr != nil {
+		return -1, &fs.PathError{Op: "open", Path: name, Err: derr}
+	}
+	return dup, nil
+}
+
+// errWalk tells Stat, Lstat and Readlink to use os.Root's own call.
+var errWalk = errors.New("rootfs: no openat2; walk with os.Root")
+
+// isEscape recognises os.Root's refusal of a path that leaves it (the
+// error has no exported value; its text is stable since Go 1.24).
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes from parent")
+}
+
+func wrapWalk(name string, err error) error {
+	if isEscape(err) {
+		return &fs.PathError{Op: "open", Path: name, Err: ErrOutsideRoot}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: pe.Op, Path: name, Err: pe.Err}
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// ReadFile reads at most limit bytes of rel. It opens with O_NONBLOCK and
+// refuses what is not a regular file (a FIFO, a device: ErrNotRegular)
+// without blocking; a longer file is sysattr.ErrTooLarge. A sysfs
+// attribute is read in one read call.
+func (r *Root) ReadFile(rel string, limit int) ([]byte, error) {
+	fd, err := r.open(rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return sysattr.ReadFD(fd, r.Path(rel), limit)
+}
+
+// String reads an attribute (at most sysattr.MaxSize) and trims white space.
+func (r *Root) String(rel string) (string, error) {
+	b, err := r.ReadFile(rel, sysattr.MaxSize)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Int reads a decimal integer attribute ("-1", "16").
+func (r *Root) Int(rel string) (int, error) {
+	s, err := r.String(rel)
+	if err != nil {
+		return 0, err
+	}
+	v, err := sysattr.ParseInt(s)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", r.Path(rel), err)
+	}
+	return v, nil
+}
+
+// Hex reads a "0x"-prefixed hexadecimal attribute ("0x10de").
+func (r *Root) Hex(rel string) (uint32, error) {
+	s, err := r.String(rel)
+	if err != nil {
+		return 0, err
+	}
+	v, err := sysattr.ParseHex(s)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", r.Path(rel), err)
+	}
+	return v, nil
+}
+
+// ReadDir lists the directory rel, sorted by name.
+func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
+	fd, err := r.open(rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), r.Path(rel))
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
+}
+
+// Stat describes rel, following links (inside the root).
+func (r *Root) Stat(rel string) (fs.FileInfo, error) {
+	if r.live {
+		return os.Stat(r.Path(rel))
+	}
+	return r.stat(rel, unix.O_PATH, r.os.Stat)
+}
+
+// Lstat describes rel itself when it is a link. Its directory is still
+// resolved inside the root.
+func (r *Root) Lstat(rel string) (fs.FileInfo, error) {
+	if r.live {
+		return os.Lstat(r.Path(rel))
+	}
+	return r.stat(rel, unix.O_PATH|unix.O_NOFOLLOW, r.os.Lstat)
+}
+
+func (r *Root) stat(rel string, flags int, walk func(string) (fs.FileInfo, error)) (fs.FileInfo, error) {
+	fd, err := r.open(rel, flags)
+	if err == errWalk {
+		c, err := r.clean(rel)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := walk(c)
+		if err != nil {
+			return nil, wrapWalk(r.Path(rel), err)
+		}
+		return fi, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), r.Path(rel))
+	defer f.Close()
+	return f.Stat()
+}
+
+// Readlink returns the target of the link rel (its directory resolved
+// inside the root). The target is returned as written; callers resolving
+// it use the same Root, so it cannot lead them out.
+func (r *Root) Readlink(rel string) (string, error) {
+	name := r.Path(rel)
+	if r.live {
+		return os.Readlink(name)
+	}
+	fd, err := r.open(rel, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil && err != errWalk {
+		return "", err
+	}
+	if err == nil {
+		defer unix.Close(fd)
+		buf := make([]byte, 256)
+		for {
+			n, err := unix.Readlinkat(fd, "", buf)
+			if err != nil {
+				if err == unix.ENOENT {
+					err = unix.EINVAL // rel exists and is not a link
+				}
+				return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+			}
+			if n < len(buf) {
+				return string(buf[:n]), nil
+			}
+			if len(buf) >= 64<<10 {
+				return "", &fs.PathError{Op: "readlink", Path: name, Err: syscall.ENAMETOOLONG}
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+	}
+	c, err := r.clean(rel)
+	if err != nil {
+		return "", err
+	}
+	t, err := r.os.Readlink(c)
+	if err != nil {
+		return "", wrapWalk(name, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,176 @@
+package rootfs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+)
+
+// tree builds, in a fresh directory, a root and a sibling "host" directory
+// whose secret the root's links try to reach.
+func tree(t *testing.T) (root, secret string) {
+	t.Helper()
+	base := t.TempDir()
+	root = filepath.Join(base, "root")
+	host := filepath.Join(base, "host")
+	for _, d := range []string{root + "/sys/class/infiniband/dev/ports/1", root + "/sys/devices/pci/dev0", host} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret = filepath.Join(host, "passwd")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(secret, "root:x:0:0\n")
+	write(root+"/sys/devices/pci/dev0/vendor", "0x15b3\n")
+	write(root+"/sys/devices/pci/dev0/numa_node", "-1\n")
+	link := func(target, name string) {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("../devices/pci/dev0", "sys/class/dev0")                                     // inside: a class link
+	link(secret, "sys/class/infiniband/dev/ports/1/link_layer")                       // absolute, to the host
+	link("../../../../../../../host/passwd", "sys/class/infiniband/dev/ports/1/rate") // relative, out
+	link("../../../../host", "sys/devices/pci/escape")                                // a directory link out
+	link(".", "sys/up")                                                               // the Extract trick
+	link("up/up/up/../../../host/passwd", "sys/trick")
+	link("/dev/zero", "sys/zero")
+	if err := syscall.Mkfifo(filepath.Join(root, "sys/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, secret
+}
+
+// modes runs a test on a fresh tree, opened with openat2 and with the
+// os.Root walk.
+func modes(t *testing.T, fn func(t *testing.T, r *Root, root string)) {
+	run := func(t *testing.T) {
+		root, _ := tree(t)
+		r, err := Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		fn(t, r, root)
+	}
+	t.Run("openat2", run)
+	t.Run("walk", func(t *testing.T) {
+		noOpenat2.Store(true)
+		defer noOpenat2.Store(false)
+		run(t)
+	})
+}
+
+func TestConfinedReads(t *testing.T) {
+	modes(t, func(t *testing.T, r *Root, root string) {
+
+		if s, err := r.String("sys/class/dev0/vendor"); err != nil || s != "0x15b3" {
+			t.Errorf("a link inside the root: %q, %v; want 0x15b3", s, err)
+		}
+		if n, err := r.Int("sys/class/dev0/numa_node"); err != nil || n != -1 {
+			t.Errorf("Int: %d, %v", n, err)
+		}
+		for _, rel := range []string{
+			"sys/class/infiniband/dev/ports/1/link_layer", // absolute link to a host file
+			"sys/class/infiniband/dev/ports/1/rate",       // relative link out
+			"sys/devices/pci/escape/passwd",               // through a directory link out
+			"sys/trick",                                   // up -> . then ../..
+			"sys/zero",                                    // a link to /dev/zero
+			"../host/passwd",                              // a path that climbs
+			"/etc/passwd",                                 // an absolute path
+		} {
+			b, err := r.ReadFile(rel, 1<<20)
+			if !errors.Is(err, ErrOutsideRoot) {
+				t.Errorf("ReadFile(%s) = %q, %v; want ErrOutsideRoot", rel, b, err)
+			}
+			if err != nil && !strings.Contains(err.Error(), filepath.Join(root, rel)) && !strings.HasPrefix(rel, "/") {
+				t.Errorf("ReadFile(%s): error %q does not name the file", rel, err)
+			}
+		}
+		if _, err := r.ReadDir("sys/devices/pci/escape"); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("ReadDir through a link out: %v; want ErrOutsideRoot", err)
+		}
+		if _, err := r.Stat("sys/devices/pci/escape"); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("Stat through a link out: %v; want ErrOutsideRoot", err)
+		}
+		if _, err := r.Readlink("sys/devices/pci/escape/x"); err == nil {
+			t.Errorf("Readlink through a directory link out succeeded")
+		}
+	})
+}
+
+func TestFIFOIsRefusedAtOnce(t *testing.T) {
+	modes(t, func(t *testing.T, r *Root, root string) {
+		done := make(chan error, 1)
+		go func() { _, err := r.ReadFile("sys/fifo", 1<<20); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, sysattr.ErrNotRegular) {
+				t.Errorf("FIFO: %v; want ErrNotRegular", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("reading a FIFO under the root blocked")
+		}
+	})
+}
+
+func TestDirLinkStat(t *testing.T) {
+	modes(t, func(t *testing.T, r *Root, root string) {
+		entries, err := r.ReadDir("sys/class")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if got := strings.Join(names, " "); got != "dev0 infiniband" {
+			t.Errorf("ReadDir(sys/class) = %q; want sorted %q", got, "dev0 infiniband")
+		}
+		if tgt, err := r.Readlink("sys/class/dev0"); err != nil || tgt != "../devices/pci/dev0" {
+			t.Errorf("Readlink = %q, %v", tgt, err)
+		}
+		if _, err := r.Readlink("sys/devices/pci/dev0/vendor"); err == nil {
+			t.Errorf("Readlink of a regular file succeeded")
+		}
+		fi, err := r.Lstat("sys/class/dev0")
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("Lstat of a link: %v, %v; want a symlink", fi, err)
+		}
+		fi, err = r.Stat("sys/class/dev0")
+		if err != nil || !fi.IsDir() {
+			t.Errorf("Stat through a link inside: %v, %v; want a directory", fi, err)
+		}
+		if _, err := r.Stat("sys/class/nothing"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Stat of a missing file: %v; want ErrNotExist", err)
+		}
+		if _, err := r.String("sys/class/nothing"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("String of a missing file: %v; want ErrNotExist", err)
+		}
+	})
+}
+
+func TestLiveRoot(t *testing.T) {
+	r, err := Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Live() {
+		t.Fatal("/ is not live")
+	}
+	b, err := r.ReadFile("proc/self/status", 1<<20)
+	if err != nil || !strings.Contains(string(b), "Cpus_allowed_list") {
+		t.Errorf("live proc/self/status: %v", err)
+	}
+}
