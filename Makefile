@@ -4,8 +4,9 @@
 #   make test    install what the tests need (Debian, as root), then vet,
 #                race-enabled tests and a short fuzz run
 #   make bench   benchmarks: discovery, fixture build, commands, /metrics
-#                scrape vs node_exporter, agent RSS, env from the cache
-#   make build   bin/gpuaffinity
+#                scrape vs node_exporter, agent RSS, env from the cache;
+#                then the table against the peers (docs/bench.md)
+#   make build   bin/gpuaffinity and bin/gpuaffinity-agent
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -29,8 +30,13 @@ FUZZ := ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
 
 all: build
 
+# Two builds of cmd/gpuaffinity: bin/gpuaffinity leaves the agent and its
+# metrics libraries out (-tags omit_agent), so that env and exec, run once
+# per rank, start in half the time; its `agent` command runs
+# bin/gpuaffinity-agent, the full build, installed beside it.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gpuaffinity ./cmd/gpuaffinity
+	$(GO) build -trimpath -tags omit_agent -ldflags '$(LDFLAGS)' -o bin/gpuaffinity ./cmd/gpuaffinity
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gpuaffinity-agent ./cmd/gpuaffinity
 
 demo: deps-build
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/gpuaffinity topo --demo dgx-h100
@@ -41,6 +47,7 @@ test: deps lint compile unit fuzz
 
 compile:
 	$(GO) build ./...
+	$(GO) build -tags omit_agent -o /dev/null ./cmd/gpuaffinity
 
 deps:
 	@PATH="$$PATH:/usr/sbin:/sbin" scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd slurmctld slurm-client munge \
@@ -57,6 +64,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags omit_agent ./cmd/gpuaffinity
 
 # Fixture roots are thousands of small files, and race-built test
 # binaries run several times slower from this VM's disk than from memory
@@ -95,6 +103,7 @@ fuzz:
 
 bench:
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/ ./cmd/gpuaffinity/ ./exporter/
+	$(TEST_ENV) $(GO) run ./internal/peerbench $(PEERBENCH)
 
 clean:
 	rm -rf bin

@@ -19,6 +19,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
@@ -41,7 +42,7 @@ func TestAgentServesAndWritesState(t *testing.T) {
 	}
 
 	// The files, each a complete document of this node.
-	js, err := os.ReadFile(filepath.Join(dir, TopologyFile))
+	js, err := os.ReadFile(filepath.Join(dir, cache.TopologyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestAgentServesAndWritesState(t *testing.T) {
 	if n.Schema != topology.Schema || len(n.GPUs) != 8 || n.Hostname != "dgx-h100-01" {
 		t.Errorf("topology.json: schema %q, %d GPUs, host %q", n.Schema, len(n.GPUs), n.Hostname)
 	}
-	x, err := os.ReadFile(filepath.Join(dir, NCCLTopoFile))
+	x, err := os.ReadFile(filepath.Join(dir, cache.NCCLTopoFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +61,12 @@ func TestAgentServesAndWritesState(t *testing.T) {
 	if err := xml.Unmarshal(x, &doc); err != nil || doc.XMLName.Local != "system" || bytes.Count(x, []byte(`class="0x0302`)) != 8 {
 		t.Errorf("nccl-topo.xml: %v, root <%s>\n%.200s", err, doc.XMLName.Local, x)
 	}
-	env := lines(t, filepath.Join(dir, EnvFile))
+	env := lines(t, filepath.Join(dir, cache.EnvFile))
 	want := []string{
 		"CUDA_DEVICE_ORDER=PCI_BUS_ID",
 		"NCCL_SOCKET_IFNAME==enp4s0f0",
 		"NCCL_IB_HCA==mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_9:1,mlx5_10:1,mlx5_11:1",
-		"NCCL_TOPO_FILE=" + filepath.Join(dir, NCCLTopoFile),
+		"NCCL_TOPO_FILE=" + filepath.Join(dir, cache.NCCLTopoFile),
 	}
 	if strings.Join(env, "\n") != strings.Join(want, "\n") {
 		t.Errorf("env file:\n%s\nwant\n%s", strings.Join(env, "\n"), strings.Join(want, "\n"))

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/binding"
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
@@ -32,7 +33,7 @@ func FuzzDecodeCache(f *testing.F) {
 	f.Add([]byte(`{"schema":"` + topology.Schema + `","numa_nodes":[{"id":0,"cpus":"0-1048575"}]}`))
 	f.Add([]byte(`{"schema":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := decodeCache(filepath.Join("state", TopologyFile), data)
+		n, err := cache.Decode(filepath.Join("state", cache.TopologyFile), data)
 		if err != nil {
 			return
 		}

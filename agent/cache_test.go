@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
@@ -34,13 +35,13 @@ func TestLoadCache(t *testing.T) {
 	if _, _, err := writeState(dir, n); err != nil {
 		t.Fatal(err)
 	}
-	topo := filepath.Join(dir, TopologyFile)
+	topo := filepath.Join(dir, cache.TopologyFile)
 	// The fixture has no proc/stat: only a named state directory trusts
 	// the file.
-	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root}); err == nil || !strings.Contains(err.Error(), "cannot tell whether it is from this boot") {
+	if _, err := cache.Load(cache.Options{Dir: dir, Root: root}); err == nil || !strings.Contains(err.Error(), "cannot tell whether it is from this boot") {
 		t.Errorf("no boot time, not trusted: %v", err)
 	}
-	got, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true})
+	got, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +53,15 @@ func TestLoadCache(t *testing.T) {
 	// a minute: it is not.
 	stat := filepath.Join(root, "proc/stat")
 	writeFile(t, stat, "cpu  1 2 3 4\nbtime "+itoa(time.Now().Add(-time.Hour).Unix())+"\nprocesses 5\n")
-	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root}); err != nil {
+	if _, err := cache.Load(cache.Options{Dir: dir, Root: root}); err != nil {
 		t.Errorf("file from this boot: %v", err)
 	}
 	writeFile(t, stat, "btime "+itoa(time.Now().Add(time.Minute).Unix())+"\n")
-	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); err == nil || !strings.Contains(err.Error(), "before the boot") {
+	if _, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true}); err == nil || !strings.Contains(err.Error(), "before the boot") {
 		t.Errorf("file from before the boot: %v", err)
 	}
 	writeFile(t, stat, "btime x\n")
-	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); err == nil {
+	if _, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true}); err == nil {
 		t.Error("bad btime accepted")
 	}
 	os.Remove(stat)
@@ -68,7 +69,7 @@ func TestLoadCache(t *testing.T) {
 	// The reading process's allowed CPUs replace the agent's.
 	status := filepath.Join(root, "proc/self/status")
 	writeFile(t, status, "Name:\tlauncher\nCpus_allowed_list:\t0-3,112-115\n")
-	got, err = LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true})
+	got, err = cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true})
 	if err != nil || got.CPU.Allowed.String() != "0-3,112-115" {
 		t.Errorf("allowed CPUs %s, %v", got.CPU.Allowed, err)
 	}
@@ -79,18 +80,18 @@ func TestLoadCache(t *testing.T) {
 		"no schema":    `{}`,
 	} {
 		writeFile(t, topo, content)
-		if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); err == nil {
+		if _, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	os.Remove(topo)
-	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 }
 
 func TestBootTimeLive(t *testing.T) {
-	bt, err := BootTime("/")
+	bt, err := cache.BootTime("/")
 	if err != nil {
 		t.Skipf("no /proc/stat here: %v", err)
 	}

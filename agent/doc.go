@@ -20,7 +20,7 @@
 // exporter.State.Discovery; so does a round that panics (recovered:
 // "panic: ...") or runs past Options.DiscoveryTimeout (abandoned to its
 // goroutine, which ends when its blocking read returns; Run never waits
-// for it at shutdown). LoadCache reads topology.json back for
+// for it at shutdown). cache.Load (package agent/cache) reads topology.json back for
 // `gpuaffinity env` and `cpumap`.
 //
 // NVML: the agent holds one Init for its life (Shutdown at exit) and

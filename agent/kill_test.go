@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/render"
@@ -103,42 +104,42 @@ func checkStateFiles(t *testing.T, dir string, dotenvLine *regexp.Regexp) {
 		}
 		return b
 	}
-	if b := read(TopologyFile); b != nil {
+	if b := read(cache.TopologyFile); b != nil {
 		var n topology.Node
 		if err := json.Unmarshal(b, &n); err != nil {
-			t.Fatalf("torn %s (%d bytes): %v", TopologyFile, len(b), err)
+			t.Fatalf("torn %s (%d bytes): %v", cache.TopologyFile, len(b), err)
 		}
 		// The writer pairs host name and warning; a mix of two writes
 		// would not.
 		if len(n.Warnings) != 1 || !strings.HasPrefix(n.Warnings[0], strings.TrimPrefix(n.Hostname, "writer-")+":") {
-			t.Fatalf("%s mixes writes: host %q", TopologyFile, n.Hostname)
+			t.Fatalf("%s mixes writes: host %q", cache.TopologyFile, n.Hostname)
 		}
 	}
-	if b := read(NCCLTopoFile); b != nil {
+	if b := read(cache.NCCLTopoFile); b != nil {
 		dec := xml.NewDecoder(bytes.NewReader(b))
 		for {
 			if _, err := dec.Token(); err == io.EOF {
 				break
 			} else if err != nil {
-				t.Fatalf("torn %s (%d bytes): %v", NCCLTopoFile, len(b), err)
+				t.Fatalf("torn %s (%d bytes): %v", cache.NCCLTopoFile, len(b), err)
 			}
 		}
 		if !bytes.HasSuffix(bytes.TrimSpace(b), []byte("</system>")) {
-			t.Fatalf("torn %s: ends %q", NCCLTopoFile, b[max(0, len(b)-40):])
+			t.Fatalf("torn %s: ends %q", cache.NCCLTopoFile, b[max(0, len(b)-40):])
 		}
 	}
-	if b := read(EnvFile); b != nil {
+	if b := read(cache.EnvFile); b != nil {
 		if !bytes.HasSuffix(b, []byte("\n")) {
-			t.Fatalf("torn %s: last line incomplete: %q", EnvFile, b)
+			t.Fatalf("torn %s: last line incomplete: %q", cache.EnvFile, b)
 		}
 		ls := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 		for _, l := range ls {
 			if !dotenvLine.MatchString(l) {
-				t.Fatalf("torn %s: line %q", EnvFile, l)
+				t.Fatalf("torn %s: line %q", cache.EnvFile, l)
 			}
 		}
 		if !strings.HasPrefix(ls[len(ls)-1], "NCCL_TOPO_FILE=") {
-			t.Fatalf("%s: last line %q", EnvFile, ls[len(ls)-1])
+			t.Fatalf("%s: last line %q", cache.EnvFile, ls[len(ls)-1])
 		}
 	}
 }

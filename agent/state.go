@@ -2,22 +2,17 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
-)
-
-// The files the agent writes in its state directory.
-const (
-	TopologyFile = "topology.json" // render.JSON of the last good node
-	NCCLTopoFile = "nccl-topo.xml" // nccl.TopologyXML, as `gpuaffinity nccl-topo` writes it
-	EnvFile      = "env"           // node-level dotenv, as `gpuaffinity env -o dotenv --write-topo DIR` without a rank
 )
 
 // stateFiles renders the state files of n for directory dir: file name
@@ -30,35 +25,40 @@ func stateFiles(dir string, n topology.Node) (map[string][]byte, []string, error
 	if err := render.JSON(&js, n); err != nil {
 		return nil, nil, err
 	}
-	files[TopologyFile] = js.Bytes()
+	files[cache.TopologyFile] = js.Bytes()
+	launch, err := json.Marshal(n.ForLaunch())
+	if err != nil {
+		return nil, nil, fmt.Errorf("render %s: %w", cache.LaunchFile, err)
+	}
+	files[cache.LaunchFile] = append(launch, '\n')
 
 	req := nccl.EnvRequest{TopoFile: n.TopoFile}
 	if nccl.PluginWritesTopology(n) {
-		files[NCCLTopoFile] = nil
+		files[cache.NCCLTopoFile] = nil
 	} else {
 		var xml bytes.Buffer
 		if err := nccl.TopologyXML(&xml, n, nccl.XMLOptions{}); err != nil {
-			return nil, nil, fmt.Errorf("render %s: %w", NCCLTopoFile, err)
+			return nil, nil, fmt.Errorf("render %s: %w", cache.NCCLTopoFile, err)
 		}
-		files[NCCLTopoFile] = xml.Bytes()
-		req.TopoFile = filepath.Join(dir, NCCLTopoFile)
+		files[cache.NCCLTopoFile] = xml.Bytes()
+		req.TopoFile = filepath.Join(dir, cache.NCCLTopoFile)
 	}
 	e, err := nccl.BuildEnv(n, req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("render %s: %w", EnvFile, err)
+		return nil, nil, fmt.Errorf("render %s: %w", cache.EnvFile, err)
 	}
 	// A value dotenv cannot hold (a hostile netdev name) is left out of
 	// the file with a warning: the rest of the state is still written.
 	vars, dropped := nccl.DotenvHoldable(e.Vars)
 	warnings := e.Warnings
 	for _, v := range dropped {
-		warnings = append(warnings, fmt.Sprintf("%s: %s=%q left out: dotenv cannot hold it (gpuaffinity env -o sh can)", EnvFile, v.Name, v.Value))
+		warnings = append(warnings, fmt.Sprintf("%s: %s=%q left out: dotenv cannot hold it (gpuaffinity env -o sh can)", cache.EnvFile, v.Name, v.Value))
 	}
 	var env bytes.Buffer
 	if err := nccl.WriteDotenv(&env, vars); err != nil {
-		return nil, nil, fmt.Errorf("render %s: %w", EnvFile, err)
+		return nil, nil, fmt.Errorf("render %s: %w", cache.EnvFile, err)
 	}
-	files[EnvFile] = env.Bytes()
+	files[cache.EnvFile] = env.Bytes()
 	return files, warnings, nil
 }
 
@@ -77,7 +77,7 @@ func writeState(dir string, n topology.Node) ([]byte, []string, error) {
 	if err != nil {
 		return nil, warnings, err
 	}
-	order := []string{NCCLTopoFile, EnvFile, TopologyFile}
+	order := []string{cache.NCCLTopoFile, cache.EnvFile, cache.LaunchFile, cache.TopologyFile}
 	temps := map[string]string{}
 	defer func() {
 		for _, tmp := range temps {
@@ -113,7 +113,7 @@ func writeState(dir string, n topology.Node) ([]byte, []string, error) {
 		errs = append(errs, d.Sync()) // the renames themselves
 		d.Close()
 	}
-	return files[TopologyFile], warnings, errors.Join(errs...)
+	return files[cache.TopologyFile], warnings, errors.Join(errs...)
 }
 
 // writeTemp writes data to a new temporary file ".<name>.tmp-*" in dir
@@ -175,11 +175,11 @@ func cleanStateDir(dir, nfdFile string) error {
 			}
 		}
 		// Launchers trust what is in it: another user must not be able
-		// to write there (LoadCache refuses such a directory too).
-		if _, err := trustedDir(dir); err != nil {
+		// to write there (cache.Load refuses such a directory too).
+		if _, err := cache.TrustedDir(dir); err != nil {
 			return fmt.Errorf("state dir: %w", err)
 		}
-		for _, name := range []string{TopologyFile, NCCLTopoFile, EnvFile} {
+		for _, name := range []string{cache.TopologyFile, cache.LaunchFile, cache.NCCLTopoFile, cache.EnvFile} {
 			errs = append(errs, removeStaleTemps(filepath.Join(dir, name)))
 		}
 	}

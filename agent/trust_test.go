@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
 
 // Another user must not steer launchers: a state directory or
-// topology.json another user could write is refused (ErrUntrusted), and
+// topology.json another user could write is refused (cache.ErrUntrusted), and
 // so is a FIFO or link in the file's place, at once (a FIFO must not hang
 // every rank of a job).
 func TestLoadCacheTrust(t *testing.T) {
@@ -28,12 +29,12 @@ func TestLoadCacheTrust(t *testing.T) {
 		if _, _, err := writeState(dir, n); err != nil {
 			t.Fatal(err)
 		}
-		return dir, filepath.Join(dir, TopologyFile)
+		return dir, filepath.Join(dir, cache.TopologyFile)
 	}
 	load := func(dir string) error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true})
+			_, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true})
 			done <- err
 		}()
 		select {
@@ -50,14 +51,14 @@ func TestLoadCacheTrust(t *testing.T) {
 		want  string
 		is    error
 	}{
-		{"file writable by others", func(t *testing.T, dir, topo string) { os.Chmod(topo, 0o666) }, "writable by its group or others (mode 0666)", ErrUntrusted},
-		{"directory writable by others", func(t *testing.T, dir, topo string) { os.Chmod(dir, 0o777) }, "directory is writable by its group or others", ErrUntrusted},
+		{"file writable by others", func(t *testing.T, dir, topo string) { os.Chmod(topo, 0o666) }, "writable by its group or others (mode 0666)", cache.ErrUntrusted},
+		{"directory writable by others", func(t *testing.T, dir, topo string) { os.Chmod(dir, 0o777) }, "directory is writable by its group or others", cache.ErrUntrusted},
 		{"a FIFO in the file's place", func(t *testing.T, dir, topo string) {
 			os.Remove(topo)
 			if err := syscall.Mkfifo(topo, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, "not a regular file", ErrUntrusted},
+		}, "not a regular file", cache.ErrUntrusted},
 		{"a link in the file's place", func(t *testing.T, dir, topo string) {
 			other := filepath.Join(t.TempDir(), "evil.json")
 			data, _ := os.ReadFile(topo)
@@ -70,7 +71,7 @@ func TestLoadCacheTrust(t *testing.T) {
 				t.Skip("not root: cannot chown")
 			}
 			os.Chown(topo, 65534, 65534)
-		}, "owned by uid 65534", ErrUntrusted},
+		}, "owned by uid 65534", cache.ErrUntrusted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, topo := fresh(t)
@@ -99,7 +100,7 @@ func TestStateDirTrust(t *testing.T) {
 		t.Fatalf("created state dir: %v %v", fi.Mode(), err)
 	}
 	os.Chmod(dir, 0o777)
-	if err := cleanStateDir(dir, ""); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "writable by its group or others") {
+	if err := cleanStateDir(dir, ""); !errors.Is(err, cache.ErrUntrusted) || !strings.Contains(err.Error(), "writable by its group or others") {
 		t.Errorf("0777 state dir: %v", err)
 	}
 }
@@ -122,7 +123,7 @@ func TestWriteStateDiskFull(t *testing.T) {
 		t.Fatalf("small node: %v", err)
 	}
 	before := map[string]string{}
-	for _, name := range []string{TopologyFile, EnvFile, NCCLTopoFile} {
+	for _, name := range []string{cache.TopologyFile, cache.EnvFile, cache.NCCLTopoFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -166,14 +167,14 @@ func TestWriteStateDotenvUnholdable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, _ := os.ReadFile(filepath.Join(dir, EnvFile))
+	env, _ := os.ReadFile(filepath.Join(dir, cache.EnvFile))
 	if strings.Contains(string(env), "eth 0") || !strings.Contains(string(env), "NCCL_IB_HCA=") {
 		t.Errorf("env file:\n%s", env)
 	}
 	if !strings.Contains(strings.Join(warns, "\n"), "left out: dotenv cannot hold it") {
 		t.Errorf("warnings %q", warns)
 	}
-	if _, err := os.Stat(filepath.Join(dir, TopologyFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, cache.TopologyFile)); err != nil {
 		t.Error(err)
 	}
 }
@@ -200,16 +201,16 @@ func TestLoadCacheServiceUser(t *testing.T) {
 	if _, _, err := writeState(dir, n); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{dir, filepath.Join(dir, TopologyFile)} {
+	for _, p := range []string{dir, filepath.Join(dir, cache.TopologyFile)} {
 		if err := os.Chown(p, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); err != nil {
+	if _, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true}); err != nil {
 		t.Errorf("the service user's directory in a root-only parent: %v", err)
 	}
 	os.Chmod(run, 0o1777)
-	if _, err := LoadCache(CacheOptions{Dir: dir, Root: root, TrustWithoutBoot: true}); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "is not root's alone") {
+	if _, err := cache.Load(cache.Options{Dir: dir, Root: root, TrustWithoutBoot: true}); !errors.Is(err, cache.ErrUntrusted) || !strings.Contains(err.Error(), "is not root's alone") {
 		t.Errorf("the same directory in a sticky parent: %v", err)
 	}
 }

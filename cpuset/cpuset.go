@@ -9,6 +9,7 @@
 package cpuset
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,11 +73,21 @@ func Parse(s string) (Set, error) {
 				return Set{}, fmt.Errorf("%w: %q: range %d-%d runs backwards", ErrParse, s, a, b)
 			}
 		}
+		if out == nil {
+			out = make([]int, 0, b-a+1)
+		}
 		for i := a; i <= b; i++ {
 			out = append(out, i)
 		}
 	}
-	return Of(out...), nil
+	// The kernel writes lists in ascending order: such a list is the set
+	// as it is; anything else is sorted and deduplicated.
+	for i := 1; i < len(out); i++ {
+		if out[i] <= out[i-1] {
+			return Of(out...), nil
+		}
+	}
+	return Set{cpus: out}, nil
 }
 
 func parseCPU(s string) (int, error) {
@@ -213,8 +224,12 @@ func (s Set) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // UnmarshalJSON reads the list form from a JSON string.
 func (s *Set) UnmarshalJSON(b []byte) error {
+	// The list form has no characters JSON escapes: a plain quoted
+	// string is taken as it is, anything else through the decoder.
 	var str string
-	if err := json.Unmarshal(b, &str); err != nil {
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && !bytes.ContainsAny(b[1:len(b)-1], "\\\"") {
+		str = string(b[1 : len(b)-1])
+	} else if err := json.Unmarshal(b, &str); err != nil {
 		return err
 	}
 	v, err := Parse(str)

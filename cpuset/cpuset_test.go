@@ -136,3 +136,24 @@ func FuzzParseMask(f *testing.F) {
 		}
 	})
 }
+
+// UnmarshalJSON takes a plain string directly and an escaped one through
+// the decoder; Parse keeps an ascending list and sorts any other.
+func TestUnmarshalJSONForms(t *testing.T) {
+	for in, want := range map[string]string{
+		`"0-3,8"`:       "0-3,8",
+		`"\u0030-3"`:    "0-3",
+		`"3,1,2,2"`:     "1-3",
+		`""`:            "",
+		`"10-11,0-1,5"`: "0-1,5,10-11",
+	} {
+		var s Set
+		if err := s.UnmarshalJSON([]byte(in)); err != nil || s.String() != want {
+			t.Errorf("UnmarshalJSON(%s) = %q, %v; want %q", in, s.String(), err, want)
+		}
+	}
+	var s Set
+	if err := s.UnmarshalJSON([]byte(`7`)); err == nil {
+		t.Errorf("UnmarshalJSON(7) succeeded")
+	}
+}

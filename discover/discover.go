@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -37,6 +38,9 @@ type Options struct {
 	Netlink rdma.Netlink
 	// Roles pins NIC roles (--compute-nics, --exclude-nics).
 	Roles topology.RoleOptions
+	// FS is the root, already open (an in-memory example machine); it
+	// takes Root's place.
+	FS *rootfs.Root
 	// TopoFile is a vendor NCCL topology file (--topo-file) taken as the
 	// authority for the PCIe placement of the devices it names.
 	TopoFile string
@@ -54,11 +58,16 @@ func Discover(opts Options) (topology.Node, error) {
 	n := topology.Node{Schema: topology.Schema}
 	// Every file under the root is read through one reader, which stays
 	// inside it (links out are refused) and never blocks.
-	root, err := rootfs.Open(dir)
-	if err != nil {
-		return n, fmt.Errorf("discover %s: %w", dir, err)
+	root := opts.FS
+	if root == nil {
+		var err error
+		if root, err = rootfs.Open(dir); err != nil {
+			return n, fmt.Errorf("discover %s: %w", dir, err)
+		}
+		defer root.Close()
+	} else {
+		dir = root.Dir()
 	}
-	defer root.Close()
 	warn := func(errs ...error) {
 		for _, err := range errs {
 			if err != nil {
@@ -67,36 +76,69 @@ func Discover(opts Options) (topology.Node, error) {
 		}
 	}
 
+	// The sources are independent: NUMA and CPUs, platform and route,
+	// RDMA devices and netdevs, and NVML are read while the PCI bus is,
+	// on the other cores (most of discovery is waiting on small reads).
+	// Their warnings are added in this fixed order, whatever finishes
+	// first.
+	var (
+		wg   sync.WaitGroup
+		topo numa.Topology
+		plat platform.Info
+		host hostInfo
+
+		rdevs          []rdma.Device
+		nds            []rdma.Netdev
+		nerrs, rdwarns []error
+		platErr        error
+
+		lib     = opts.NVML
+		source  = opts.NVMLSource
+		openErr error
+		res     nvml.Result
+	)
+	wg.Go(func() {
+		topo, nerrs = numa.Read(root)
+		plat, platErr = platform.Read(root)
+		host = readHost(root)
+	})
+	wg.Go(func() {
+		var rerrs, nderrs []error
+		rdevs, rerrs = rdma.Devices(root)
+		nds, nderrs = rdma.Netdevs(root)
+		rdwarns = append(rerrs, nderrs...)
+	})
+	wg.Go(func() {
+		if lib == nil {
+			lib, source, openErr = nvml.OpenRoot(root)
+		}
+		if lib != nil {
+			res = nvml.Read(lib)
+		}
+	})
 	devs, perrs, err := pci.NewFS(root).Devices()
+	wg.Wait()
 	if err != nil {
 		return n, fmt.Errorf("discover %s: %w", dir, err)
 	}
 	warn(perrs...)
 
-	topo, nerrs := numa.Read(root)
 	warn(nerrs...)
 	fillCPU(&n, topo)
 
-	plat, err := platform.Read(root)
-	warn(err)
+	warn(platErr)
 	n.Platform = topology.Platform{
 		Cloud: topology.Cloud(plat.Cloud), InstanceType: plat.InstanceType,
 		SysVendor: plat.SysVendor, ProductName: plat.ProductName, Virtual: topo.Hypervisor,
 	}
-	if h, err := root.String("proc/sys/kernel/hostname"); err == nil {
-		n.Hostname = h
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		warn(err)
-	}
-	n.DefaultRouteInterface, err = rdma.DefaultRouteInterface(root)
-	warn(err)
+	n.Hostname = host.name
+	warn(host.nameErr)
+	n.DefaultRouteInterface = host.route
+	warn(host.routeErr)
 
 	n.PCIDevices = pciDevices(devs)
 
-	rdevs, rerrs := rdma.Devices(root)
-	warn(rerrs...)
-	nds, nderrs := rdma.Netdevs(root)
-	warn(nderrs...)
+	warn(rdwarns...)
 	nl := opts.Netlink
 	if nl == nil && root.Live() {
 		live, closeFn, err := rdma.NewNetlink()
@@ -112,16 +154,9 @@ func Discover(opts Options) (topology.Node, error) {
 	}
 	n.NICs = nics(devs, rdevs, nds, warn)
 
-	lib, source := opts.NVML, opts.NVMLSource
-	var openErr error
-	if lib == nil {
-		lib, source, openErr = nvml.Open(dir)
-		warn(openErr)
-	}
-	var res nvml.Result
+	warn(openErr)
 	switch {
 	case lib != nil:
-		res = nvml.Read(lib)
 		n.NVML = topology.NVMLInfo{Source: source, DriverVersion: res.DriverVersion,
 			NVMLVersion: res.NVMLVersion, CUDAVersion: res.CUDADriverVersion}
 		if !res.Available {
@@ -542,4 +577,22 @@ func port(p rdma.Port) topology.Port {
 func iface(nd rdma.Netdev) topology.Interface {
 	return topology.Interface{Name: nd.Name, OperState: nd.OperState, MTU: nd.MTU, SpeedMbps: nd.SpeedMbps, Address: nd.Address,
 		Master: nd.Master, MasterKind: nd.MasterKind}
+}
+
+// hostInfo is the node's hostname and default route interface, with the
+// reasons either could not be read.
+type hostInfo struct {
+	name, route       string
+	nameErr, routeErr error
+}
+
+func readHost(root *rootfs.Root) hostInfo {
+	var h hostInfo
+	if s, err := root.String("proc/sys/kernel/hostname"); err == nil {
+		h.name = s
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		h.nameErr = err
+	}
+	h.route, h.routeErr = rdma.DefaultRouteInterface(root)
+	return h
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
@@ -26,7 +27,7 @@ const (
 // maxProcFile bounds the driver's procfs files (a few hundred bytes).
 const maxProcFile = 64 << 10
 
-var driverVersionRE = regexp.MustCompile(`(?:^|\s)(\d{3,4}\.\d{1,3}(?:\.\d{1,3})?)(?:\s|$)`)
+var driverVersionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|\s)(\d{3,4}\.\d{1,3}(?:\.\d{1,3})?)(?:\s|$)`) })
 
 // driverInfo is the NVIDIA driver's version: NVML's answer, else the
 // version procfs prints, else the module's sysfs version.
@@ -36,7 +37,7 @@ func driverInfo(root *rootfs.Root, res nvml.Result, warn func(...error)) topolog
 	}
 	if b, err := root.ReadFile(procDriverVersion, maxProcFile); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
-		if m := driverVersionRE.FindStringSubmatch(line); m != nil {
+		if m := driverVersionRE().FindStringSubmatch(line); m != nil {
 			return topology.DriverInfo{Version: m[1], Source: "/" + procDriverVersion}
 		}
 		warn(fmt.Errorf("%s: no driver version in %q", "/"+procDriverVersion, line))
@@ -44,7 +45,7 @@ func driverInfo(root *rootfs.Root, res nvml.Result, warn func(...error)) topolog
 		warn(fmt.Errorf("read /%s: %w", procDriverVersion, err))
 	}
 	if v, err := root.String(sysModuleVersion); err == nil {
-		if m := driverVersionRE.FindStringSubmatch(v); m != nil {
+		if m := driverVersionRE().FindStringSubmatch(v); m != nil {
 			return topology.DriverInfo{Version: m[1], Source: "/" + sysModuleVersion}
 		}
 		warn(fmt.Errorf("%s: %q is not a driver version", "/"+sysModuleVersion, v))

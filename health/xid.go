@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // FatalXIDs fail gpu.xid: DCGM's health-watch FAIL set
@@ -29,7 +30,9 @@ type XIDEvent struct {
 	Line  string // the message after the kmsg prefix
 }
 
-var xidRE = regexp.MustCompile(`NVRM: Xid \(PCI:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?\): (\d+)`)
+var xidRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`NVRM: Xid \(PCI:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?\): (\d+)`)
+})
 
 // ParseKmsg finds the XID events in kernel log records, in /dev/kmsg
 // format ("PRI,SEQ,USEC,FLAGS;MESSAGE", continuation lines start with a
@@ -44,7 +47,7 @@ func ParseKmsg(data []byte) []XIDEvent {
 		if i := strings.IndexByte(msg, ';'); i >= 0 && strings.Count(msg[:i], ",") >= 3 {
 			msg = msg[i+1:]
 		}
-		m := xidRE.FindStringSubmatch(msg)
+		m := xidRE().FindStringSubmatch(msg)
 		if m == nil {
 			continue
 		}

@@ -46,6 +46,14 @@ func Open(root string) (lib nvml.Interface, source string, err error) {
 		return nil, SourceNone, fmt.Errorf("nvml: replay: %w", err)
 	}
 	defer r.Close()
+	return OpenRoot(r)
+}
+
+// OpenRoot is Open for a root already open (an in-memory one included).
+func OpenRoot(r *rootfs.Root) (lib nvml.Interface, source string, err error) {
+	if r.Live() {
+		return nvml.New(), SourceLive, nil
+	}
 	// The root reader: bounded, non-blocking, regular files only, and a
 	// link out of the root (nvml.json -> /dev/zero) is refused.
 	data, err := r.ReadFile(ReplayFileName, MaxReplayFileSize)

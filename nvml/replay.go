@@ -100,6 +100,12 @@ func LoadReplay(path string) (nvml.Interface, error) {
 	return loadReplay(path, data, err)
 }
 
+// LoadReplayData is LoadReplay of a file already read; name names it in
+// errors.
+func LoadReplayData(name string, data []byte) (nvml.Interface, error) {
+	return loadReplay(name, data, nil)
+}
+
 // loadReplay decodes what reading the file named path gave.
 func loadReplay(path string, data []byte, err error) (nvml.Interface, error) {
 	if err != nil {

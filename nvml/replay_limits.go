@@ -1,8 +1,6 @@
 package nvml
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -74,12 +72,17 @@ var arrayLimits = map[string]int{
 // to the bounds, not to the file. Syntax errors are left to the decoder,
 // which reports them better.
 func checkShape(data []byte) error {
+	// A byte scanner, not json.Decoder.Token (which allocates a value
+	// per token and was a tenth of a discovery): strings are skipped
+	// with their escapes, an array counts an element where a value
+	// starts after '[' or ','.
 	type frame struct {
-		array   bool
-		key     string // object: the current member
-		wantKey bool   // object: the next token is a key
-		n       int    // array: elements so far
-		limit   int    // array: most elements
+		array     bool
+		key       string // object: the current member
+		wantKey   bool   // object: the next string is a key
+		needValue bool   // array: the next value starts an element
+		n         int    // array: elements so far
+		limit     int    // array: most elements
 	}
 	var stack []frame
 	path := func() string { // the current place, with indices
@@ -106,35 +109,52 @@ func checkShape(data []byte) error {
 		}
 		return strings.Join(keys, ".")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // io.EOF, or a syntax error for the decoder to report
+	// value notes that a value starts here: in an array, a new element.
+	value := func() error {
+		if len(stack) == 0 {
+			return nil
 		}
-		if len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			if top.array && tok != json.Delim(']') {
-				top.n++
-				if top.n > top.limit {
-					limit := top.limit
-					stack = stack[:len(stack)-1] // path() is then the array's
-					return fmt.Errorf("%s: more than %d elements", path(), limit)
+		top := &stack[len(stack)-1]
+		if !top.array || !top.needValue {
+			return nil
+		}
+		top.needValue = false
+		top.n++
+		if top.n > top.limit {
+			limit := top.limit
+			stack = stack[:len(stack)-1] // path() is then the array's
+			return fmt.Errorf("%s: more than %d elements", path(), limit)
+		}
+		return nil
+	}
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case ' ', '\t', '\n', '\r', ':':
+		case '"':
+			j := i + 1
+			for j < len(data) && data[j] != '"' {
+				if data[j] == '\\' {
+					j++
 				}
-			} else if !top.array && top.wantKey {
-				if k, ok := tok.(string); ok {
-					top.key, top.wantKey = k, false
-					continue
-				}
+				j++
 			}
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
+			if j >= len(data) {
+				return nil // a syntax error, for the decoder to report
+			}
+			if n := len(stack); n > 0 && !stack[n-1].array && stack[n-1].wantKey {
+				stack[n-1].key, stack[n-1].wantKey = string(data[i+1:j]), false
+			} else if err := value(); err != nil {
+				return err
+			}
+			i = j
+		case '{', '[':
+			if err := value(); err != nil {
+				return err
+			}
 			if len(stack) >= maxReplayDepth {
 				return fmt.Errorf("%s: nested more than %d deep", path(), maxReplayDepth)
 			}
-			if tok == json.Delim('{') {
+			if c == '{' {
 				stack = append(stack, frame{wantKey: true})
 				continue
 			}
@@ -142,16 +162,27 @@ func checkShape(data []byte) error {
 			if !ok {
 				limit = maxReplayOtherArray
 			}
-			stack = append(stack, frame{array: true, limit: limit})
-			continue
-		case json.Delim('}'), json.Delim(']'):
+			stack = append(stack, frame{array: true, needValue: true, limit: limit})
+		case '}', ']':
+			if len(stack) == 0 {
+				return nil // a syntax error
+			}
 			stack = stack[:len(stack)-1]
-		}
-		// A value ended: an object's next token is a key.
-		if len(stack) > 0 && !stack[len(stack)-1].array {
-			stack[len(stack)-1].wantKey = true
+		case ',':
+			if n := len(stack); n > 0 {
+				if stack[n-1].array {
+					stack[n-1].needValue = true
+				} else {
+					stack[n-1].wantKey = true
+				}
+			}
+		default: // a number, true, false, null (its later bytes change nothing)
+			if err := value(); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
 }
 
 // checkBounds reports every count and size in f over the bounds above, so

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // scrubKey is the fixed key of the scrub hash. It is not a secret: it makes
@@ -146,10 +147,14 @@ func (s *scrubber) gidText(text string) string {
 // uuidRE matches a bare UUID, or an NVIDIA GPU-/MIG- identifier whatever
 // its body (a UUID, or a shape this version does not know: "GPU-abc",
 // "MIG-GPU-<uuid>/1/0").
-var uuidRE = regexp.MustCompile(`(?i)\b(?:GPU|MIG)-[^\s",\\]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+var uuidRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b(?:GPU|MIG)-[^\s",\\]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+})
 
 // bareUUID is the 8-4-4-4-12 form.
-var bareUUID = regexp.MustCompile(`(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var bareUUID = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+})
 
 // uuids replaces every UUID and GPU-/MIG- identifier in text
 // ("GPU-e3344502-c9fc-0416-7091-4a6968e9d3e8" keeps its "GPU-" and gets a
@@ -157,13 +162,13 @@ var bareUUID = regexp.MustCompile(`(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 // nvml.json and in /proc alike. An identifier of another shape gets a fake
 // UUID body too: no identifier survives because its shape was unexpected.
 func (s *scrubber) uuids(text string) string {
-	return uuidRE.ReplaceAllStringFunc(text, func(m string) string {
+	return uuidRE().ReplaceAllStringFunc(text, func(m string) string {
 		prefix, body := "", m
-		if i := strings.IndexByte(m, '-'); i == 3 && !bareUUID.MatchString(m) {
+		if i := strings.IndexByte(m, '-'); i == 3 && !bareUUID().MatchString(m) {
 			prefix, body = m[:4], m[4:]
 		}
 		var d []byte
-		if bareUUID.MatchString(body) {
+		if bareUUID().MatchString(body) {
 			raw, _ := hex.DecodeString(strings.ReplaceAll(strings.ToLower(body), "-", ""))
 			d = digest("uuid", raw)
 		} else {

@@ -1,3 +1,5 @@
+//go:build !omit_agent
+
 package main
 
 import (
@@ -16,18 +18,6 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 )
 
-// defaultStateDir is where the agent writes, and env and cpumap look.
-const defaultStateDir = "/run/gpuaffinity"
-
-// stateDirDefault is --state-dir's default: GPUAFFINITY_STATE_DIR, else
-// /run/gpuaffinity.
-func stateDirDefault() string {
-	if d := os.Getenv("GPUAFFINITY_STATE_DIR"); d != "" {
-		return d
-	}
-	return defaultStateDir
-}
-
 func newAgentCmd(g *globals) *cobra.Command {
 	var nf nodeFlags
 	var (
@@ -41,7 +31,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 		Short: "Run the daemon: state files, health gate, /metrics /healthz /readyz /topology",
 		Long: `agent discovers the node at start, on SIGHUP and every --rescan, keeping
 the last good node when a rescan fails. After each discovery it writes
-topology.json, nccl-topo.xml and env (node-level dotenv) under --state-dir,
+topology.json, launch.json (the compact node env and cpumap read), nccl-topo.xml
+and env (node-level dotenv) under --state-dir,
 each replaced atomically, and runs the health gate (check's checks, without
 the NIC counter interval); --nfd-file is rewritten after each gate.
 

@@ -348,7 +348,9 @@ func TestCacheNotUsed(t *testing.T) {
 		t.Errorf("stale cache: exit %d\n%s", r.code, r.stderr)
 	}
 	os.Remove(filepath.Join(bare, "proc/stat"))
-	os.WriteFile(filepath.Join(dir, "topology.json"), []byte(`{"schema": "gpuaffinity.topology/v1", "gpus": [`), 0o644)
+	for _, f := range []string{"topology.json", "launch.json"} { // cpumap reads launch.json
+		os.WriteFile(filepath.Join(dir, f), []byte(`{"schema": "gpuaffinity.topology/v1", "gpus": [`), 0o644)
+	}
 	r = execRun(t, nil, "cpumap", "--root", bare, "--state-dir", dir, "--log-level", "debug")
 	if r.code == 0 || !strings.Contains(r.stderr, "agent's topology not used") || !strings.Contains(r.stderr, "decode") {
 		t.Errorf("torn cache: exit %d\n%s", r.code, r.stderr)

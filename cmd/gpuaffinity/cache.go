@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaffinity/gpuaffinity/agent"
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -31,21 +31,44 @@ func (c *cacheFlags) register(cmd *cobra.Command) {
 // that is missing, older than the boot, undecodable or of another schema
 // is passed over with a debug log.
 func (c *cacheFlags) node(cmd *cobra.Command, g *globals, nf *nodeFlags) (topology.Node, error) {
+	return c.load(cmd, g, nf, false)
+}
+
+// launchNode is node for a command that renders no PCI function list,
+// path matrix or NVLink (env without --write-topo, cpumap): from the
+// agent's compact launch.json where it wrote one.
+func (c *cacheFlags) launchNode(cmd *cobra.Command, g *globals, nf *nodeFlags) (topology.Node, error) {
+	return c.load(cmd, g, nf, true)
+}
+
+func (c *cacheFlags) load(cmd *cobra.Command, g *globals, nf *nodeFlags, launch bool) (topology.Node, error) {
 	explicit := cmd.Flags().Changed("state-dir") || os.Getenv("GPUAFFINITY_STATE_DIR") != ""
 	roles := nf.roles()
 	if c.stateDir != "" && nf.demo == "" && g.topoFile == "" && len(roles.ComputeNICs) == 0 &&
 		len(roles.ExcludeNICs) == 0 && len(roles.StorageNICs) == 0 && (explicit || discover.IsLive(g.root)) {
-		n, err := agent.LoadCache(agent.CacheOptions{Dir: c.stateDir, Root: g.root, TrustWithoutBoot: explicit})
+		n, err := cache.Load(cache.Options{Dir: c.stateDir, Root: g.root, TrustWithoutBoot: explicit, Launch: launch})
 		if err == nil {
 			g.log.Debug("node from the agent's state directory", "dir", c.stateDir)
 			warnUnsupported(g, n)
 			return n, nil
 		}
-		if errors.Is(err, agent.ErrUntrusted) {
+		if errors.Is(err, cache.ErrUntrusted) {
 			g.log.Warn("agent's topology not used (another user could have written it); discovering", "reason", err)
 		} else {
 			g.log.Debug("agent's topology not used; discovering", "reason", err)
 		}
 	}
 	return nf.discover(cmd, g)
+}
+
+// defaultStateDir is where the agent writes, and env and cpumap look.
+const defaultStateDir = "/run/gpuaffinity"
+
+// stateDirDefault is --state-dir's default: GPUAFFINITY_STATE_DIR, else
+// /run/gpuaffinity.
+func stateDirDefault() string {
+	if d := os.Getenv("GPUAFFINITY_STATE_DIR"); d != "" {
+		return d
+	}
+	return defaultStateDir
 }

@@ -25,7 +25,7 @@ const (
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
-	var nf nodeFlags
+	nf := nodeFlags{onDisk: true} // its checks read the root after discovery
 	var (
 		output, profile, expectFile, gpus, nfdFile, slurmNode, kmsg string
 		learn, multiNode, drain, resume                             bool

@@ -55,7 +55,7 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 			if ranksPerGPU < 1 {
 				return fmt.Errorf("--ranks-per-gpu %d: want at least 1", ranksPerGPU)
 			}
-			n, err := cf.node(cmd, g, &nf)
+			n, err := cf.launchNode(cmd, g, &nf)
 			defer nf.cleanup()
 			if err != nil {
 				return err

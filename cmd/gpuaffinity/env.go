@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaffinity/gpuaffinity/agent"
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -17,7 +17,7 @@ import (
 
 // topoFileName is the file --write-topo writes in its directory: the
 // name the agent gives it in its state directory.
-const topoFileName = agent.NCCLTopoFile
+const topoFileName = cache.NCCLTopoFile
 
 func newEnvCmd(g *globals) *cobra.Command {
 	var nf nodeFlags
@@ -62,7 +62,11 @@ once) go to stderr.`,
 			case !allRanks && format != "sh" && format != "json" && format != "dotenv":
 				return fmt.Errorf("-o %q: want sh, json or dotenv", output)
 			}
-			n, err := cf.node(cmd, g, &nf)
+			load := cf.launchNode
+			if writeTopo != "" {
+				load = cf.node // the XML is rendered from every PCI function
+			}
+			n, err := load(cmd, g, &nf)
 			defer nf.cleanup()
 			if err != nil {
 				return err

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/snapshot"
 )
@@ -13,29 +17,61 @@ import (
 func newSnapshotCmd(g *globals) *cobra.Command {
 	var out string
 	var scrub bool
+	var demo string
 	cmd := &cobra.Command{
-		Use:   "snapshot -o DIR|FILE.tar.gz",
+		Use:   "snapshot -o DIR|FILE.tar.gz [--demo NAME]",
 		Short: "Capture the files discovery reads, and NVML's answers, for --root",
 		Long: `snapshot writes the sysfs and procfs files discovery reads (links kept as
 links) and NVML's answers as nvml.json into a directory or a .tar.gz, so that
 gpuaffinity --root <snapshot> reproduces this node's topology anywhere.
 --scrub replaces MAC addresses, GUIDs, UUIDs and the hostname with stable
-fakes. See docs/snapshot.md.`,
+fakes. With --demo NAME it writes an embedded example machine instead, so
+that other tools (lstopo with HWLOC_FSROOT, node_exporter --path.sysfs) can
+read the same machine. See docs/snapshot.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("-o DIR or -o FILE.tar.gz is required")
 			}
-			lib, source, err := nvml.Open(g.root)
+			root := g.root
+			if demo != "" {
+				if demo == "list" {
+					_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(fakesys.Machines(), "\n"))
+					return err
+				}
+				if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
+					return fmt.Errorf("--demo and --root exclude each other")
+				}
+				if !isTarGz(out) {
+					// The example machine's root as it is, nvml.json
+					// included, for other tools (lstopo, node_exporter)
+					// to read.
+					if err := writeDemo(demo, out); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "snapshot: example machine %s written to %s\n", demo, out)
+					return nil
+				}
+				dir, err := os.MkdirTemp(demoTempDir(), "gpuaffinity-demo-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				if err := fakesys.BuildMachine(demo, dir); err != nil {
+					return fmt.Errorf("demo %q: %w (try --demo list)", demo, err)
+				}
+				root = dir
+			}
+			lib, source, err := nvml.Open(root)
 			if err != nil {
 				return err
 			}
-			g.log.Info("snapshot", "root", g.root, "nvml", source)
-			opts := snapshot.Options{Root: g.root, Scrub: scrub, NVML: lib}
+			g.log.Info("snapshot", "root", root, "nvml", source)
+			opts := snapshot.Options{Root: root, Scrub: scrub, NVML: lib}
 			var rep snapshot.Report
 			// Both refuse to write through a link planted at out or into a
 			// directory another user could race in (docs/snapshot.md).
-			if strings.HasSuffix(out, ".tar.gz") || strings.HasSuffix(out, ".tgz") {
+			if isTarGz(out) {
 				rep, err = snapshot.WriteTarGzFile(opts, out)
 			} else {
 				rep, err = snapshot.WriteDir(opts, out)
@@ -52,5 +88,27 @@ fakes. See docs/snapshot.md.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory, or a file ending in .tar.gz")
 	cmd.Flags().BoolVar(&scrub, "scrub", false, "replace MACs, GUIDs, UUIDs and hostnames with stable fakes")
+	cmd.Flags().StringVar(&demo, "demo", "", `write an embedded example machine's root (nvml.json included) instead of capturing this one ("list" names them)`)
 	return cmd
+}
+
+func isTarGz(out string) bool {
+	return strings.HasSuffix(out, ".tar.gz") || strings.HasSuffix(out, ".tgz")
+}
+
+// writeDemo builds the example machine into dir, which must not exist or
+// be empty: a snapshot never mixes with files already there.
+func writeDemo(name, dir string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("snapshot --demo: %s is not empty", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("snapshot --demo: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("snapshot --demo: %w", err)
+	}
+	if err := fakesys.BuildMachine(name, dir); err != nil {
+		return fmt.Errorf("demo %q: %w (try --demo list)", name, err)
+	}
+	return nil
 }

@@ -6,18 +6,25 @@ import (
 	"os"
 	"strings"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
+	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
 // nodeFlags are the flags of every command that discovers the node.
 type nodeFlags struct {
-	demo        string
-	demoDir     string // the built demo machine, while the command runs
+	demo    string
+	demoDir string // the built demo machine, while the command runs
+	// onDisk builds the --demo machine on disk, for a command that reads
+	// its files after discovery (check's counters and kernel log); the
+	// others read it from memory.
+	onDisk      bool
 	computeNICs []string
 	excludeNICs []string
 	storageNICs []string
@@ -35,11 +42,25 @@ func (f *nodeFlags) register(cmd *cobra.Command) {
 // (cobra's PostRun would be skipped on error, so the caller defers
 // cleanup), because some commands read files there after discovery.
 func (f *nodeFlags) discover(cmd *cobra.Command, g *globals) (topology.Node, error) {
-	root, err := f.prepareRoot(cmd, g)
-	if err != nil {
-		return topology.Node{}, err
+	opts := discover.Options{TopoFile: g.topoFile, Roles: f.roles()}
+	if f.demo != "" && !f.onDisk {
+		// The example machine in memory: nothing is written to disk.
+		fsys, lib, err := f.memoryRoot(cmd)
+		if err != nil {
+			return topology.Node{}, err
+		}
+		opts.FS = fsys
+		if lib != nil {
+			opts.NVML, opts.NVMLSource = lib, nvml.SourceReplay
+		}
+	} else {
+		root, err := f.prepareRoot(cmd, g)
+		if err != nil {
+			return topology.Node{}, err
+		}
+		opts.Root = root
 	}
-	n, err := discover.Discover(discover.Options{Root: root, TopoFile: g.topoFile, Roles: f.roles()})
+	n, err := discover.Discover(opts)
 	if err != nil {
 		f.cleanup()
 		return n, err
@@ -74,6 +95,18 @@ func (f *nodeFlags) prepareRoot(cmd *cobra.Command, g *globals) (string, error) 
 		return "", fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
 	}
 	return dir, nil
+}
+
+// memoryRoot is the --demo machine built in memory, and its NVML replay.
+func (f *nodeFlags) memoryRoot(cmd *cobra.Command) (*rootfs.Root, gonvml.Interface, error) {
+	if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
+		return nil, nil, fmt.Errorf("--demo and --root exclude each other")
+	}
+	r, lib, err := fakesys.BuildMachineMemory(f.demo)
+	if err != nil {
+		return nil, nil, fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
+	}
+	return r, lib, nil
 }
 
 // roles are the NIC role pins of --compute-nics and --exclude-nics.

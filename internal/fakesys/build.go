@@ -8,7 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 )
@@ -19,40 +22,83 @@ import (
 // wrapping ErrSpec for a bad spec, or the *os.PathError of the first file
 // that could not be written.
 func Build(spec Spec, dir string) error {
-	if err := spec.Validate(); err != nil {
+	t, rf, err := buildTree(spec)
+	if err != nil {
+		return err
+	}
+	if rf != nil {
+		data, err := marshalReplay(spec.Name, *rf)
+		if err != nil {
+			return err
+		}
+		t.raw("nvml.json", data)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	if err := t.write(dir); err != nil {
+		return fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// BuildMemory builds spec's root in memory: what Build writes, read
+// through rootfs without a file on disk. lib replays the machine's NVML
+// (nil for a machine without), as its nvml.json would, without encoding
+// and decoding the file; the root has the file too, made when read.
+func BuildMemory(spec Spec) (root *rootfs.Root, lib gonvml.Interface, err error) {
+	t, rf, err := buildTree(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := t.memory("demo:" + spec.Name)
+	if rf != nil {
+		m.LazyFile("nvml.json", func() []byte {
+			data, _ := marshalReplay(spec.Name, *rf) // a ReplayFile always encodes
+			return data
+		})
+		lib = nvml.NewReplay(*rf)
+	}
+	return m.Root(), lib, nil
+}
+
+// marshalReplay is nvml.json as Build writes it.
+func marshalReplay(name string, rf nvml.ReplayFile) ([]byte, error) {
+	data, err := json.MarshalIndent(rf, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("build %s: nvml.json: %w", name, err)
+	}
+	return append(data, '\n'), nil
+}
+
+// buildTree lays out spec's files, and its NVML answers (nil for a
+// machine without NVML).
+func buildTree(spec Spec) (*tree, *nvml.ReplayFile, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
 	l, err := spec.layout()
 	if err != nil {
-		return fmt.Errorf("build %s: %w", spec.Name, err)
+		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
 	b := &builder{s: &spec, l: l, t: newTree(), ifindex: 1}
 	b.cpus()
 	b.numa()
 	b.virtualNet()
 	if err := b.pci(); err != nil {
-		return fmt.Errorf("build %s: %w", spec.Name, err)
+		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
 	b.dmi()
 	b.proc()
 	b.nvidiaProc()
 	if err := b.files(); err != nil {
-		return fmt.Errorf("build %s: %w", spec.Name, err)
+		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
-	if spec.NVML != nil {
-		data, err := json.MarshalIndent(b.replay(), "", "  ")
-		if err != nil {
-			return fmt.Errorf("build %s: nvml.json: %w", spec.Name, err)
-		}
-		b.t.raw("nvml.json", append(data, '\n'))
+	if spec.NVML == nil {
+		return b.t, nil, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("build %s: %w", spec.Name, err)
-	}
-	if err := b.t.write(dir); err != nil {
-		return fmt.Errorf("build %s: %w", spec.Name, err)
-	}
-	return nil
+	rf := b.replay()
+	return b.t, &rf, nil
 }
 
 type builder struct {

@@ -8,6 +8,10 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 //go:embed testdata/machines/*.yaml
@@ -72,6 +76,19 @@ func Expectation(name string) (Expect, error) {
 		return Expect{}, err
 	}
 	return s.Expect, nil
+}
+
+// BuildMachineMemory builds any machine of Machines() in memory, with
+// the NVML replay of its nvml.json (nil when it has none).
+func BuildMachineMemory(name string) (*rootfs.Root, gonvml.Interface, error) {
+	if name == H200VM {
+		return BuildH200Memory()
+	}
+	s, err := Machine(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return BuildMemory(s)
 }
 
 // BuildMachine builds any machine of Machines() into dir.

@@ -14,6 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
@@ -30,6 +33,39 @@ var (
 // target directory.
 var ErrUnsafePath = errors.New("archive path escapes the target directory")
 
+// BuildH200Memory is BuildH200 into an in-memory root.
+func BuildH200Memory() (*rootfs.Root, gonvml.Interface, error) {
+	m := rootfs.NewMemory("demo:" + H200VM)
+	if err := untarMemory(bytes.NewReader(h200Sysfs), m); err != nil {
+		return nil, nil, fmt.Errorf("build %s: sysfs.tar.gz: %w", H200VM, err)
+	}
+	data, err := h200Replay()
+	if err != nil {
+		return nil, nil, err
+	}
+	m.File("nvml.json", data)
+	// Through the file's own decoding: the probe's conversion is what
+	// the file records.
+	lib, err := nvml.LoadReplayData("demo:"+H200VM+"/nvml.json", data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m.Root(), lib, nil
+}
+
+// h200Replay is the capture's nvml.json, converted from its NVML probe.
+func h200Replay() ([]byte, error) {
+	rf, err := nvml.ConvertProbe(bytes.NewReader(h200Probe))
+	if err != nil {
+		return nil, fmt.Errorf("build %s: nvml-probe.json: %w", H200VM, err)
+	}
+	data, err := json.MarshalIndent(rf, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("build %s: nvml.json: %w", H200VM, err)
+	}
+	return append(data, '\n'), nil
+}
+
 // BuildH200 writes the h200-vm capture into dir: its sys/ and proc/ trees
 // as captured (symlinks kept, modes made writable so that temp dirs can be
 // removed) and dir/nvml.json converted from the NVML probe.
@@ -40,32 +76,19 @@ func BuildH200(dir string) error {
 	if err := untar(bytes.NewReader(h200Sysfs), dir); err != nil {
 		return fmt.Errorf("build %s: sysfs.tar.gz: %w", H200VM, err)
 	}
-	rf, err := nvml.ConvertProbe(bytes.NewReader(h200Probe))
+	data, err := h200Replay()
 	if err != nil {
-		return fmt.Errorf("build %s: nvml-probe.json: %w", H200VM, err)
-	}
-	data, err := json.MarshalIndent(rf, "", "  ")
-	if err != nil {
-		return fmt.Errorf("build %s: nvml.json: %w", H200VM, err)
+		return err
 	}
 	p := filepath.Join(dir, "nvml.json")
-	if err := os.WriteFile(p, append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(p, data, 0o644); err != nil {
 		return fmt.Errorf("build %s: %w", H200VM, err)
 	}
 	return nil
 }
 
-// untar unpacks a .tar.gz into dir. It keeps symlinks, refuses entries
-// and link targets that leave dir, entries below a symlink, hard links
-// and device files.
+// untar unpacks a .tar.gz into dir (see walkTar for what it refuses).
 func untar(r io.Reader, dir string) error {
-	zr, err := gzip.NewReader(r)
-	if err != nil {
-		return err
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
-	links := map[string]bool{}
 	made := map[string]bool{".": true}
 	mkdirs := func(rel string) error {
 		if made[rel] {
@@ -74,6 +97,67 @@ func untar(r io.Reader, dir string) error {
 		made[rel] = true
 		return os.MkdirAll(filepath.Join(dir, rel), 0o755)
 	}
+	return walkTar(r, func(h *tar.Header, name string, body io.Reader) error {
+		full := filepath.Join(dir, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			return mkdirs(name)
+		case tar.TypeReg:
+			if err := mkdirs(path.Dir(name)); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, body)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("write %s: %w", full, err)
+			}
+			return nil
+		default: // tar.TypeSymlink
+			if err := mkdirs(path.Dir(name)); err != nil {
+				return err
+			}
+			return os.Symlink(h.Linkname, full)
+		}
+	})
+}
+
+// untarMemory unpacks a .tar.gz into an in-memory root.
+func untarMemory(r io.Reader, m *rootfs.Memory) error {
+	return walkTar(r, func(h *tar.Header, name string, body io.Reader) error {
+		switch h.Typeflag {
+		case tar.TypeDir:
+			m.Dir(name)
+		case tar.TypeReg:
+			b, err := io.ReadAll(body)
+			if err != nil {
+				return err
+			}
+			m.File(name, b)
+		default: // tar.TypeSymlink
+			m.Link(name, h.Linkname)
+		}
+		return nil
+	})
+}
+
+// walkTar calls fn for each directory, regular file and symlink of a
+// .tar.gz, with its cleaned slash name. It refuses entries and link
+// targets that leave the root, entries below a symlink, hard links and
+// device files.
+func walkTar(r io.Reader, fn func(h *tar.Header, name string, body io.Reader) error) error {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	links := map[string]bool{}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -91,40 +175,18 @@ func untar(r io.Reader, dir string) error {
 				return fmt.Errorf("%q lies below symlink %q: %w", h.Name, p, ErrUnsafePath)
 			}
 		}
-		full := filepath.Join(dir, filepath.FromSlash(name))
 		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := mkdirs(name); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := mkdirs(path.Dir(name)); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("write %s: %w", full, err)
-			}
+		case tar.TypeDir, tar.TypeReg:
 		case tar.TypeSymlink:
 			if path.IsAbs(h.Linkname) || !localPath(path.Join(path.Dir(name), h.Linkname)) {
 				return fmt.Errorf("%q -> %q: %w", h.Name, h.Linkname, ErrUnsafePath)
 			}
-			if err := mkdirs(path.Dir(name)); err != nil {
-				return err
-			}
-			if err := os.Symlink(h.Linkname, full); err != nil {
-				return err
-			}
 			links[name] = true
 		default:
 			return fmt.Errorf("%q: unsupported tar entry type %q", h.Name, h.Typeflag)
+		}
+		if err := fn(h, name, tr); err != nil {
+			return err
 		}
 	}
 }

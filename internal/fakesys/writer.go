@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 // tree collects the directories, files and links of a fake root, then
@@ -83,6 +85,22 @@ func relPath(dir, target string) string {
 	}
 	b.WriteString(strings.Join(g[i:], "/"))
 	return b.String()
+}
+
+// memory holds the tree in an in-memory root named name.
+func (t *tree) memory(name string) *rootfs.Memory {
+	m := rootfs.NewMemory(name)
+	for _, d := range t.dirs {
+		m.Dir(d)
+	}
+	for _, o := range t.ops {
+		if o.link != "" {
+			m.Link(o.path, o.link)
+		} else {
+			m.File(o.path, o.data)
+		}
+	}
+	return m
 }
 
 // write creates everything under root, which must exist.

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -39,9 +40,13 @@ var ErrOutsideRoot = errors.New("leads outside the root; refused")
 // call Open. A Root is safe for concurrent use.
 type Root struct {
 	dir  string
-	live bool     // dir is "/": every path is inside it, plain opens do
-	fd   int      // the root directory (O_PATH), for openat2
-	os   *os.Root // the walk used where openat2 is refused
+	live bool    // dir is "/": every path is inside it, plain opens do
+	fd   int     // the root directory (O_PATH), for openat2
+	mem  *Memory // an in-memory root (NewMemory); nil on disk
+
+	osOnce sync.Once
+	os     *os.Root // the walk used where openat2 is refused (walkRoot)
+	osErr  error
 }
 
 // noOpenat2 is set once openat2 has answered ENOSYS or EPERM (an old
@@ -64,20 +69,32 @@ func Open(dir string) (*Root, error) {
 		return nil, fmt.Errorf("open root %s: %w", r.dir, &fs.PathError{Op: "open", Path: r.dir, Err: err})
 	}
 	r.fd = fd
-	if r.os, err = os.OpenRoot(r.dir); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("open root %s: %w", r.dir, err)
-	}
 	return r, nil
+}
+
+// walkRoot is the os.Root the walk uses, opened at its first use (most
+// kernels never need it): from the root's own descriptor, so it is the
+// same directory.
+func (r *Root) walkRoot() (*os.Root, error) {
+	r.osOnce.Do(func() {
+		r.os, r.osErr = os.OpenRoot(fmt.Sprintf("/proc/self/fd/%d", r.fd))
+		if r.osErr != nil {
+			r.os, r.osErr = os.OpenRoot(r.dir)
+		}
+	})
+	return r.os, r.osErr
 }
 
 // Close releases the root's descriptors.
 func (r *Root) Close() error {
-	if r == nil || r.live {
+	if r == nil || r.live || r.mem != nil {
 		return nil
 	}
 	unix.Close(r.fd)
-	return r.os.Close()
+	if r.os != nil {
+		return r.os.Close()
+	}
+	return nil
 }
 
 // Dir is the root directory as given (cleaned).
@@ -165,7 +182,11 @@ func (r *Root) walkOpen(c string, flags int) (int, error) {
 	if flags&(unix.O_PATH|unix.O_NOFOLLOW) != 0 {
 		return -1, errWalk
 	}
-	f, err := r.os.OpenFile(c, flags&^unix.O_CLOEXEC, 0)
+	wr, err := r.walkRoot()
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	f, err := wr.OpenFile(c, flags&^unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, wrapWalk(name, err)
 	}
@@ -211,6 +232,9 @@ func wrapWalk(name string, err error) error {
 // without blocking; a longer file is sysattr.ErrTooLarge. A sysfs
 // attribute is read in one read call.
 func (r *Root) ReadFile(rel string, limit int) ([]byte, error) {
+	if r.mem != nil {
+		return r.mem.readFile(rel, limit)
+	}
 	fd, err := r.open(rel, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -256,6 +280,9 @@ func (r *Root) Hex(rel string) (uint32, error) {
 
 // ReadDir lists the directory rel, sorted by name.
 func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
+	if r.mem != nil {
+		return r.mem.readDir(rel)
+	}
 	fd, err := r.open(rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
@@ -272,19 +299,37 @@ func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
 
 // Stat describes rel, following links (inside the root).
 func (r *Root) Stat(rel string) (fs.FileInfo, error) {
+	if r.mem != nil {
+		return r.mem.stat(rel, true)
+	}
 	if r.live {
 		return os.Stat(r.Path(rel))
 	}
-	return r.stat(rel, unix.O_PATH, r.os.Stat)
+	return r.stat(rel, unix.O_PATH, func(c string) (fs.FileInfo, error) {
+		wr, err := r.walkRoot()
+		if err != nil {
+			return nil, err
+		}
+		return wr.Stat(c)
+	})
 }
 
 // Lstat describes rel itself when it is a link. Its directory is still
 // resolved inside the root.
 func (r *Root) Lstat(rel string) (fs.FileInfo, error) {
+	if r.mem != nil {
+		return r.mem.stat(rel, false)
+	}
 	if r.live {
 		return os.Lstat(r.Path(rel))
 	}
-	return r.stat(rel, unix.O_PATH|unix.O_NOFOLLOW, r.os.Lstat)
+	return r.stat(rel, unix.O_PATH|unix.O_NOFOLLOW, func(c string) (fs.FileInfo, error) {
+		wr, err := r.walkRoot()
+		if err != nil {
+			return nil, err
+		}
+		return wr.Lstat(c)
+	})
 }
 
 func (r *Root) stat(rel string, flags int, walk func(string) (fs.FileInfo, error)) (fs.FileInfo, error) {
@@ -313,6 +358,9 @@ func (r *Root) stat(rel string, flags int, walk func(string) (fs.FileInfo, error
 // it use the same Root, so it cannot lead them out.
 func (r *Root) Readlink(rel string) (string, error) {
 	name := r.Path(rel)
+	if r.mem != nil {
+		return r.mem.readlink(rel)
+	}
 	if r.live {
 		return os.Readlink(name)
 	}
@@ -344,7 +392,11 @@ func (r *Root) Readlink(rel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t, err := r.os.Readlink(c)
+	wr, err := r.walkRoot()
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+	}
+	t, err := wr.Readlink(c)
 	if err != nil {
 		return "", wrapWalk(name, err)
 	}

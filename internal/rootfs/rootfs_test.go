@@ -70,6 +70,44 @@ func modes(t *testing.T, fn func(t *testing.T, r *Root, root string)) {
 		defer noOpenat2.Store(false)
 		run(t)
 	})
+	t.Run("memory", func(t *testing.T) {
+		root, _ := tree(t)
+		fn(t, fromDisk(t, root), root)
+	})
+}
+
+// fromDisk copies the tree under dir into a Memory root of the same
+// name (FIFOs are left out: a memory root has none).
+func fromDisk(t *testing.T, dir string) *Root {
+	t.Helper()
+	m := NewMemory(dir)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case d.IsDir():
+			m.Dir(rel)
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			m.Link(rel, target)
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			m.File(rel, b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Root()
 }
 
 func TestConfinedReads(t *testing.T) {
@@ -112,6 +150,9 @@ func TestConfinedReads(t *testing.T) {
 
 func TestFIFOIsRefusedAtOnce(t *testing.T) {
 	modes(t, func(t *testing.T, r *Root, root string) {
+		if r.mem != nil {
+			t.Skip("a memory root has no FIFOs")
+		}
 		done := make(chan error, 1)
 		go func() { _, err := r.ReadFile("sys/fifo", 1<<20); done <- err }()
 		select {
@@ -172,5 +213,39 @@ func TestLiveRoot(t *testing.T) {
 	b, err := r.ReadFile("proc/self/status", 1<<20)
 	if err != nil || !strings.Contains(string(b), "Cpus_allowed_list") {
 		t.Errorf("live proc/self/status: %v", err)
+	}
+}
+
+// A memory root's fast lookups agree with its walk: links to the root
+// itself, chains of links, a link as the last component, loops.
+func TestMemoryLinkForms(t *testing.T) {
+	m := NewMemory("mem")
+	m.File("a/b/f", []byte("x"))
+	m.Link("up", ".")        // to the root
+	m.Link("a/l1", "b")      // to a directory
+	m.Link("a/l2", "l1")     // a chain
+	m.Link("a/lf", "l2/f")   // to a file, through the chain
+	m.Link("loop1", "loop2") // a loop
+	m.Link("loop2", "loop1")
+	r := m.Root()
+	for _, rel := range []string{"a/b/f", "up/a/b/f", "up/up/a/l2/f", "a/lf", "a/l1/f", "up/a/lf"} {
+		if b, err := r.ReadFile(rel, 10); err != nil || string(b) != "x" {
+			t.Errorf("ReadFile(%s) = %q, %v", rel, b, err)
+		}
+	}
+	if fi, err := r.Stat("up"); err != nil || !fi.IsDir() {
+		t.Errorf("Stat(up) = %v, %v; want the root directory", fi, err)
+	}
+	if tgt, err := r.Readlink("up/a/l2"); err != nil || tgt != "l1" {
+		t.Errorf("Readlink(up/a/l2) = %q, %v", tgt, err)
+	}
+	if _, err := r.ReadFile("loop1/x", 10); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("a loop: %v; want ELOOP", err)
+	}
+	if _, err := r.ReadFile("a/b/f/g", 10); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("a file as a directory: %v; want ENOTDIR", err)
+	}
+	if _, err := r.ReadFile("a/../../x", 10); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("climbing out: %v; want ErrOutsideRoot", err)
 	}
 }

@@ -1,4 +1,8 @@
-package agent
+// Package cache reads the node the agent wrote to its state directory,
+// for launchers (env, cpumap, exec) that would otherwise discover the node
+// again, and says which state directories and files are trusted. It
+// imports no metrics code, so the launch path does not pay for it.
+package cache
 
 import (
 	"bytes"
@@ -19,14 +23,22 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
-// maxCacheSize bounds what LoadCache reads (a DGX H100's file is 100 kB).
+// The files the agent writes in its state directory.
+const (
+	TopologyFile = "topology.json" // render.JSON of the last good node
+	NCCLTopoFile = "nccl-topo.xml" // nccl.TopologyXML, as `gpuaffinity nccl-topo` writes it
+	EnvFile      = "env"           // node-level dotenv, as `gpuaffinity env -o dotenv --write-topo DIR` without a rank
+	LaunchFile   = "launch.json"   // the node as launchers read it (topology.Node.ForLaunch), compact JSON
+)
+
+// maxCacheSize bounds what Load reads (a DGX H100's file is 100 kB).
 const maxCacheSize = 64 << 20
 
 // ErrNoBootTime is wrapped when ROOT/proc/stat has no btime line.
 var ErrNoBootTime = errors.New("no boot time")
 
-// CacheOptions say where LoadCache looks.
-type CacheOptions struct {
+// Options say where Load looks.
+type Options struct {
 	// Dir is the agent's state directory.
 	Dir string
 	// Root is the root the caller would discover under: its proc/stat
@@ -36,9 +48,13 @@ type CacheOptions struct {
 	// fixture root, with a state directory the user named); else that
 	// is a refusal.
 	TrustWithoutBoot bool
+	// Launch reads launch.json, the node as launchers need it
+	// (topology.Node.ForLaunch: no PCI function list, path matrices or
+	// NVLinks), where the agent wrote one; topology.json otherwise.
+	Launch bool
 }
 
-// LoadCache reads the node the agent wrote to Dir/topology.json, for a
+// Load reads the node the agent wrote to Dir/topology.json, for a
 // command that would otherwise discover the node again. It refuses, with
 // an error that says why, a directory or file another user could have
 // written (owned by neither root nor this user, or writable by group or
@@ -49,15 +65,26 @@ type CacheOptions struct {
 // topology.Schema.
 //
 // The CPUs this process may use are the one part of a Node that belongs
-// to the process that discovered it, not to the node: LoadCache replaces
+// to the process that discovered it, not to the node: Load replaces
 // the agent's with the caller's (Cpus_allowed_list of
 // ROOT/proc/self/status), as discovery would have read them.
-func LoadCache(opts CacheOptions) (topology.Node, error) {
-	path := filepath.Join(opts.Dir, TopologyFile)
-	dirOwner, err := trustedDir(opts.Dir)
+func Load(opts Options) (topology.Node, error) {
+	dirOwner, err := TrustedDir(opts.Dir)
 	if err != nil {
 		return topology.Node{}, err
 	}
+	if opts.Launch {
+		n, err := load(opts, filepath.Join(opts.Dir, LaunchFile), dirOwner)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		// An agent from before launch.json: the whole node.
+	}
+	return load(opts, filepath.Join(opts.Dir, TopologyFile), dirOwner)
+}
+
+// load reads one state file of the node.
+func load(opts Options, path string, dirOwner uint32) (topology.Node, error) {
 	// Non-blocking and not through a link: a FIFO planted in its place
 	// must not hang every rank of a job.
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
@@ -73,7 +100,7 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	if !fi.Mode().IsRegular() {
 		return topology.Node{}, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrUntrusted, fi.Mode().Type())
 	}
-	if err := trustedFile(path, fi, dirOwner); err != nil {
+	if err := TrustedFile(path, fi, dirOwner); err != nil {
 		return topology.Node{}, err
 	}
 	boot, err := BootTime(opts.Root)
@@ -97,7 +124,7 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	if _, err := io.ReadFull(f, data); err != nil {
 		return topology.Node{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	n, err := decodeCache(path, data)
+	n, err := Decode(path, data)
 	if err != nil {
 		return topology.Node{}, err
 	}
@@ -110,9 +137,9 @@ func LoadCache(opts CacheOptions) (topology.Node, error) {
 	return n, nil
 }
 
-// decodeCache decodes the contents of a topology.json (path names it in
+// Decode decodes the contents of a topology.json (path names it in
 // errors) and checks its schema.
-func decodeCache(path string, data []byte) (topology.Node, error) {
+func Decode(path string, data []byte) (topology.Node, error) {
 	var n topology.Node
 	if err := json.Unmarshal(data, &n); err != nil {
 		return topology.Node{}, fmt.Errorf("decode %s: %w", path, err)
@@ -128,7 +155,7 @@ func decodeCache(path string, data []byte) (topology.Node, error) {
 // for the node's NICs and CPUs.
 var ErrUntrusted = errors.New("not trusted")
 
-// trustedDir checks the state directory and returns the uid whose files
+// TrustedDir checks the state directory and returns the uid whose files
 // in it are trusted besides root's and this user's: the directory's
 // owner. A directory is trusted when it is writable by neither its group
 // nor others and is owned by root, by this user, or by a user root gave
@@ -136,7 +163,7 @@ var ErrUntrusted = errors.New("not trusted")
 // RuntimeDirectory= of a DynamicUser= agent is /run/<name>, owned by the
 // agent's dynamic user). A directory another user could have made (in a
 // sticky /tmp, in their own home) is not.
-func trustedDir(dir string) (uint32, error) {
+func TrustedDir(dir string) (uint32, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return 0, err
@@ -167,9 +194,9 @@ func trustedDir(dir string) (uint32, error) {
 	return owner, nil
 }
 
-// trustedFile checks a state file: owned by root, this user or the
+// TrustedFile checks a state file: owned by root, this user or the
 // directory's owner, and writable by neither its group nor others.
-func trustedFile(path string, fi fs.FileInfo, dirOwner uint32) error {
+func TrustedFile(path string, fi fs.FileInfo, dirOwner uint32) error {
 	if owner, ok := ownerOf(fi); ok && owner != 0 && owner != uint32(os.Geteuid()) && owner != dirOwner {
 		return fmt.Errorf("%s: %w: the file is owned by uid %d, not by root, this user (uid %d) or the directory's owner (uid %d)",
 			path, ErrUntrusted, owner, os.Geteuid(), dirOwner)

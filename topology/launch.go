@@ -1,0 +1,18 @@
+package topology
+
+import "slices"
+
+// ForLaunch is the node as launchers (env, cpumap) read it from the
+// agent's launch.json: without the parts only topo, the NCCL topology
+// XML, the health checks and the metrics read (every PCI function, the
+// path matrices, each GPU's NVLinks and health), a quarter of
+// topology.json, so that a rank's
+// launcher decodes a few kilobytes. n is not changed.
+func (n Node) ForLaunch() Node {
+	n.PCIDevices, n.Paths, n.GPUPaths = nil, nil, nil
+	n.GPUs = slices.Clone(n.GPUs)
+	for i := range n.GPUs {
+		n.GPUs[i].NVLinks, n.GPUs[i].Health = nil, GPUHealth{}
+	}
+	return n
+}
