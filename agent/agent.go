@@ -55,6 +55,9 @@ type Options struct {
 	// WebConfigFile is exporter-toolkit's web configuration file (TLS,
 	// basic auth; docs/agent.md); "" serves plain HTTP.
 	WebConfigFile string
+	// Collectors switches the exporter's collectors
+	// (exporter.Options.Collectors); nil means all on.
+	Collectors map[string]bool
 	// Version is shown on the landing page.
 	Version string
 	// Logger receives the agent's logs; nil discards them.
@@ -149,7 +152,8 @@ func New(opts Options) (*Agent, error) {
 	}
 	addrs := append([]string(nil), opts.ListenAddresses...)
 	a.flags = web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &opts.SystemdSocket, WebConfigFile: &opts.WebConfigFile}
-	exp, err := exporter.New(exporter.Options{Root: opts.Root, State: a.State, NVML: a.nv.current, XID: &a.xids, Logger: log})
+	exp, err := exporter.New(exporter.Options{Root: opts.Root, State: a.State, NVML: a.nv.current, XID: &a.xids, Logger: log,
+		Collectors: opts.Collectors})
 	if err != nil {
 		return nil, err
 	}

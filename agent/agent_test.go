@@ -441,3 +441,20 @@ func TestNVMLShutdownAtExit(t *testing.T) {
 		t.Errorf("after exit DeviceGetCount answers %v: an Init was not shut down", ret)
 	}
 }
+
+// Options.Collectors reaches the exporter: --no-collector.nvlink drops
+// the NVLink series and keeps the GPUs'.
+func TestCollectorSwitches(t *testing.T) {
+	root := fakesystest.Root(t, "dgx-h100")
+	lib, err := nvml.LoadReplay(filepath.Join(root, "nvml.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startAgent(t, Options{Root: root, NVML: lib, Collectors: map[string]bool{"nvlink": false}})
+	defer r.stop(t)
+	<-r.a.Ready()
+	_, m := r.get(t, "/metrics")
+	if strings.Contains(m, "gpuaffinity_nvlink_") || !strings.Contains(m, "gpuaffinity_gpu_") {
+		t.Errorf("with nvlink off, /metrics:\n%s", grepLines(m, "gpuaffinity_nvlink_", "gpuaffinity_gpu_info"))
+	}
+}

@@ -10,13 +10,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// nodeCollector is the exporter's prometheus.Collector: every metric but
-// build info, Go and process metrics.
-type nodeCollector struct{ e *Exporter }
+// ownDescs describes every metric of the exporter's own collection
+// (Exporter.collect) and collects nothing: registered in the registry, it
+// reserves the names, so a registration that conflicts with them fails.
+// The collection bypasses the registry (familyBuilder).
+type ownDescs struct{}
 
-func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+func (ownDescs) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range fixedDescs {
 		ch <- d
 	}
@@ -25,20 +28,55 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect runs the collectors at once, each under the deadline, and sends
-// the agent's own metrics meanwhile.
-func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	e := c.e
+func (ownDescs) Collect(chan<- prometheus.Metric) {}
+
+// gatherAll gathers the registry (build info, Go, process, promhttp) and
+// the exporter's own collection at once, and merges them.
+func (e *Exporter) gatherAll() ([]*dto.MetricFamily, error) {
+	var (
+		reg    []*dto.MetricFamily
+		regErr error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reg, regErr = e.reg.Gather()
+	}()
+	own, ownErr := e.collectSafe()
+	<-done
+	mfs, mergeErr := mergeFamilies(reg, own)
+	return mfs, errors.Join(regErr, ownErr, mergeErr)
+}
+
+// collectSafe is collect, a panic being its error (as the registry
+// recovers a collector's).
+func (e *Exporter) collectSafe() (mfs []*dto.MetricFamily, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			mfs, err = nil, fmt.Errorf("exporter: collection panicked: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return e.collect()
+}
+
+// collect runs one collection of the exporter's own metrics: the
+// collectors at once, each under the deadline, and the agent's own
+// metrics meanwhile. Collector failures are their success series, not
+// errors; the error is of metrics that could not be rendered.
+func (e *Exporter) collect() ([]*dto.MetricFamily, error) {
 	st := e.state()
 	results := make([]result, len(e.parts))
 	var wg sync.WaitGroup
 	for i, p := range e.parts {
 		wg.Go(func() { results[i] = e.run(p, &st) })
 	}
+	e.countsMu.Lock()
+	b := newFamilyBuilder(e.counts)
+	e.countsMu.Unlock()
 	var own sink
 	collectAgent(&st, e.opts.XID, &own)
 	for _, m := range own.ms {
-		ch <- m
+		b.add(m)
 	}
 	for _, err := range own.errs {
 		e.log.Error("exporter: agent metrics", "err", err)
@@ -47,11 +85,16 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, p := range e.parts {
 		r := results[i]
 		for _, m := range r.ms {
-			ch <- m
+			b.add(m)
 		}
-		ch <- prometheus.MustNewConstMetric(descCollectorDuration, prometheus.GaugeValue, r.dur.Seconds(), p.name)
-		ch <- prometheus.MustNewConstMetric(descCollectorSuccess, prometheus.GaugeValue, b2f(r.err == nil), p.name)
+		b.add(prometheus.MustNewConstMetric(descCollectorDuration, prometheus.GaugeValue, r.dur.Seconds(), p.name))
+		b.add(prometheus.MustNewConstMetric(descCollectorSuccess, prometheus.GaugeValue, b2f(r.err == nil), p.name))
 	}
+	mfs, errs, n := b.families()
+	e.countsMu.Lock()
+	e.counts = n
+	e.countsMu.Unlock()
+	return mfs, errors.Join(errs...)
 }
 
 // collector is one part of a collection.
@@ -64,6 +107,10 @@ type collector struct {
 	mu      sync.Mutex
 	busy    bool   // a run (maybe past its deadline) has not returned yet
 	lastErr string // the last run's error, to log changes only
+
+	// Used by the run in progress only (busy).
+	labels labelCache // the label pairs of the series the last runs sent
+	lastN  int        // how many series the last run sent
 }
 
 // result is what one run of a collector gave.
@@ -100,7 +147,7 @@ func (e *Exporter) run(p *collector, st *State) (r result) {
 			p.busy = false
 			p.mu.Unlock()
 		}()
-		var s sink
+		s := sink{ms: make([]prometheus.Metric, 0, p.lastN), lc: &p.labels, buf: make([]series, 0, p.lastN)}
 		err := func() (err error) {
 			defer func() {
 				if v := recover(); v != nil {
@@ -109,6 +156,8 @@ func (e *Exporter) run(p *collector, st *State) (r result) {
 			}()
 			return p.run(ctx, st, &s)
 		}()
+		p.labels.endRun()
+		p.lastN = len(s.ms)
 		done <- result{ms: s.ms, err: errors.Join(append([]error{err}, s.errs...)...)}
 	}()
 	select {
@@ -144,15 +193,33 @@ func (e *Exporter) logChange(p *collector, err error) {
 type sink struct {
 	ms   []prometheus.Metric
 	errs []error
+	// lc, where set, is the collector's label cache: the metrics are
+	// series with cached label pairs, allocated a chunk at a time in buf.
+	// Without it they are prometheus.NewConstMetric's.
+	lc  *labelCache
+	buf []series
 }
 
 func (s *sink) add(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if s.lc == nil {
+		m, err := prometheus.NewConstMetric(d, t, v, labels...)
+		if err != nil {
+			s.errs = append(s.errs, err)
+			return
+		}
+		s.ms = append(s.ms, m)
+		return
+	}
+	pairs, err := s.lc.pairs(d, t, v, labels)
 	if err != nil {
 		s.errs = append(s.errs, err)
 		return
 	}
-	s.ms = append(s.ms, m)
+	if len(s.buf) == cap(s.buf) {
+		s.buf = make([]series, 0, seriesChunk)
+	}
+	s.buf = append(s.buf, series{desc: d, labels: pairs, typ: t, val: v})
+	s.ms = append(s.ms, &s.buf[len(s.buf)-1])
 }
 
 func (s *sink) gauge(d *prometheus.Desc, v float64, labels ...string) {

@@ -8,8 +8,20 @@ import "github.com/prometheus/client_golang/prometheus"
 const ns = "gpuaffinity"
 
 func newDesc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
+	fq := ns + "_" + name
+	d := prometheus.NewDesc(fq, help, labels, nil)
+	descFamilies[d] = familyMeta{name: &fq, help: &help}
+	return d
 }
+
+// familyMeta is the name and help of a desc's family, for the families
+// the exporter builds itself (familyBuilder): prometheus.Desc does not
+// export them.
+type familyMeta struct{ name, help *string }
+
+// descFamilies maps every desc of newDesc to its family's name and help.
+// It is filled while the package initialises and only read afterwards.
+var descFamilies = map[*prometheus.Desc]familyMeta{}
 
 var (
 	// Collector bookkeeping.

@@ -11,10 +11,18 @@
 // (gpuaffinity_scrape_collector_success and _duration_seconds) but with a
 // per-collector timeout node_exporter lacks: a failing collector costs its
 // own series, never the scrape, which answers 200. Concurrent scrapes
-// share one collection. Metrics are built fresh each collection
-// (prometheus.NewConstMetric), so a series of a device that is gone
-// disappears, except where the contract keeps it as 0 (a GPU or an NVLink
-// the discovery listed).
+// share one collection. Collectors can be switched off as node_exporter's
+// are (Options.Collectors, RegisterCollectorFlags: --[no-]collector.NAME),
+// the NVLink series apart from the other NVML ones (nvlink).
+//
+// Metrics are rendered each collection from what it read, so a series of
+// a device that is gone disappears, except where the contract keeps it as
+// 0 (a GPU or an NVLink the discovery listed). What repeats from scrape to
+// scrape is kept instead of rebuilt: the topology series per discovery
+// (State.Node), each collector's label pairs per series (labelCache).
+// The exporter's own metric families are built directly (familyBuilder)
+// as the registry would build them, without its per-metric costs, and
+// merged with the registry's (build info, Go, process, promhttp).
 //
 // Errors never panic the exporter: a collector's panic becomes its error,
 // a label value that cannot be encoded is dropped with an error.

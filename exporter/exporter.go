@@ -68,14 +68,26 @@ type Options struct {
 	// Logger gets collector failures (once per change, not per scrape);
 	// nil discards them.
 	Logger *slog.Logger
-	// Registry is the registry the exporter registers its collectors in
-	// and Handler serves; nil means a new prometheus.NewRegistry(). Tests
-	// pass prometheus.NewPedanticRegistry().
+	// Registry is the registry the exporter registers the build info, Go
+	// and process collectors in (Handler adds promhttp's metrics), and
+	// that Gatherer and Handler serve with the exporter's own metrics;
+	// nil means a new prometheus.NewRegistry(). Tests pass
+	// prometheus.NewPedanticRegistry(). The exporter's own metrics are
+	// not gathered through it (see familyBuilder): it holds a collector
+	// that describes them, reserving their names, and collects nothing.
+	// Serve Gatherer or Handler, not the registry.
 	Registry *prometheus.Registry
 	// ReadFile reads RDMA attribute and counter files; nil means
 	// rdma.CounterReader's bounded single read. Tests use it to answer
 	// EINVAL (see rdma.CounterReader).
 	ReadFile func(name string) ([]byte, error)
+	// Collectors switches collectors by name (CollectorNames): false
+	// disables one, which then sends none of its series (nor its
+	// gpuaffinity_scrape_collector_* series); true or absent leaves it
+	// enabled. Nil enables all. RegisterCollectorFlags's Collectors fills
+	// it from a command line. A name that is no collector is an error of
+	// New.
+	Collectors map[string]bool
 }
 
 // DefaultTimeout is a collector's deadline when Options.Timeout is 0.
@@ -85,7 +97,9 @@ const DefaultTimeout = 5 * time.Second
 //
 // Each collection runs three collectors at once: nvml (GPUs and NVLinks,
 // read from NVML), rdma (RDMA ports, read from sysfs) and topology (the
-// last good discovery's pairing). Each has Options.Timeout to finish; one
+// last good discovery's pairing); Options.Collectors may switch them off,
+// and the NVLink series apart (the nvlink collector, which runs under
+// that name where nvml is off). Each has Options.Timeout to finish; one
 // that fails reports gpuaffinity_scrape_collector_success 0 and keeps the
 // series it could read, one past its deadline reports 0 and its output is
 // dropped. A collector still running from an earlier collection is not
@@ -100,12 +114,20 @@ type Exporter struct {
 	timeout time.Duration
 	log     *slog.Logger
 	parts   []*collector
+	nvml    nvmlParts // what the NVML collector renders
+
+	countsMu sync.Mutex
+	counts   familyCounts // of the last collection, to size the next
 }
 
 // New returns an Exporter for opts and registers its collectors, the
 // build info (gpuaffinity_build_info), and the Go and process collectors
 // in the registry.
 func New(opts Options) (*Exporter, error) {
+	on, err := enabledCollectors(opts.Collectors)
+	if err != nil {
+		return nil, err
+	}
 	e := &Exporter{opts: opts, reg: opts.Registry, timeout: opts.Timeout, log: opts.Logger}
 	if e.reg == nil {
 		e.reg = prometheus.NewRegistry()
@@ -122,13 +144,21 @@ func New(opts Options) (*Exporter, error) {
 	}
 	e.rdma = &rdma.CounterReader{Root: root, ReadFile: opts.ReadFile}
 	e.rdma.Counters, e.rdma.CountersExt, e.rdma.HwCounters = rdmaCounterFiles()
-	e.parts = []*collector{
-		{name: "nvml", run: e.collectNVML},
-		{name: "rdma", run: e.collectRDMA},
-		{name: "topology", run: collectTopology},
+	e.nvml = nvmlParts{gpus: on[CollectorNVML], links: on[CollectorNVLink]}
+	switch {
+	case e.nvml.gpus:
+		e.parts = append(e.parts, &collector{name: CollectorNVML, run: e.collectNVML})
+	case e.nvml.links:
+		e.parts = append(e.parts, &collector{name: CollectorNVLink, run: e.collectNVML})
+	}
+	if on[CollectorRDMA] {
+		e.parts = append(e.parts, &collector{name: CollectorRDMA, run: e.collectRDMA})
+	}
+	if on[CollectorTopology] {
+		e.parts = append(e.parts, &collector{name: CollectorTopology, run: (&topologyCollector{}).collect})
 	}
 	for _, c := range []prometheus.Collector{
-		nodeCollector{e},
+		ownDescs{},
 		versioncollector.NewCollector(ns),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -137,19 +167,23 @@ func New(opts Options) (*Exporter, error) {
 			return nil, fmt.Errorf("exporter: register: %w", err)
 		}
 	}
-	e.gather = &coalescer{g: e.reg}
+	e.gather = &coalescer{g: prometheus.GathererFunc(e.gatherAll)}
 	return e, nil
 }
 
 // Handler serves /metrics. Concurrent scrapes share one collection; a
 // failing collector marks itself unsuccessful and the rest still answers
-// 200. It adds promhttp's promhttp_metric_handler_* metrics.
+// 200. It adds promhttp's promhttp_metric_handler_* metrics. It answers
+// gzip where the client asks for it, as promhttp would, but at
+// gzip.BestSpeed (see gzipHandler).
 func (e *Exporter) Handler() http.Handler {
-	return promhttp.InstrumentMetricHandler(e.reg, promhttp.HandlerFor(e.gather, promhttp.HandlerOpts{
+	return gzipHandler(promhttp.InstrumentMetricHandler(e.reg, promhttp.HandlerFor(e.gather, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      slogPrinter{e.log},
 		Registry:      e.reg,
-	}))
+		// gzipHandler compresses; identity keeps promhttp's Vary header.
+		OfferedCompressions: []promhttp.Compression{promhttp.Identity},
+	})))
 }
 
 // Gatherer gathers one collection (what Handler serves). Concurrent

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,13 +25,18 @@ import (
 //
 // nvml.Read cannot be interrupted: ctx is not consulted; the runner drops
 // the output of a read that ends past the deadline.
+//
+// It renders the GPU series where the nvml collector is enabled and the
+// NVLink series where the nvlink collector is (e.nvml).
 func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 	var lib gonvml.Interface
 	if e.opts.NVML != nil {
 		lib = e.opts.NVML()
 	}
 	res := nvml.Read(lib, nvml.ForScrape())
-	s.gauge(descNVMLUp, b2f(res.Available))
+	if e.nvml.gpus {
+		s.gauge(descNVMLUp, b2f(res.Available))
+	}
 
 	byBus := map[string]*nvml.GPU{}
 	byIndex := map[int]*nvml.GPU{}
@@ -61,7 +67,7 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 				used[g] = true
 			}
 			labelled[ng.Index] = true
-			gpuMetrics(st, ng, g, s)
+			gpuMetrics(st, ng, g, e.nvml, s)
 		}
 	}
 	// GPUs NVML answers for that the discovery does not know (no
@@ -77,29 +83,50 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 			errs = append(errs, fmt.Errorf("NVML GPU %d (%s) is not the discovered GPU %d: rediscovery needed", g.Index, g.BusID, g.Index))
 		default:
 			labelled[g.Index] = true
-			gpuMetrics(st, nil, g, s)
+			gpuMetrics(st, nil, g, e.nvml, s)
 		}
 	}
 	return errors.Join(append([]error{res.Err}, errs...)...)
 }
 
+// nvmlParts says which of the NVML collector's series to render.
+type nvmlParts struct {
+	gpus  bool // the nvml collector's: gpuaffinity_gpu_*, nvml_up
+	links bool // the nvlink collector's: gpuaffinity_nvlink_*
+}
+
 // gpuMetrics renders one GPU: ng is its discovery entry (nil when none),
 // g what NVML answered at this scrape (nil when nothing).
-func gpuMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
-	var idx int
+func gpuMetrics(st *State, ng *topology.GPU, g *nvml.GPU, parts nvmlParts, s *sink) {
+	if parts.gpus {
+		gpuHealthMetrics(ng, g, s)
+	}
+	if parts.links {
+		nvlinkMetrics(st, ng, g, s)
+	}
+}
+
+// gpuLabel is a GPU's gpu label value: its discovery index, else NVML's.
+func gpuLabel(ng *topology.GPU, g *nvml.GPU) (int, string) {
+	if ng != nil {
+		return ng.Index, itoa(ng.Index)
+	}
+	return g.Index, itoa(g.Index)
+}
+
+// gpuHealthMetrics renders a GPU's info, up and health series.
+func gpuHealthMetrics(ng *topology.GPU, g *nvml.GPU, s *sink) {
+	_, gpu := gpuLabel(ng, g)
 	var uuid, bus, model, numa string
 	if ng != nil {
-		idx, uuid, bus, model = ng.Index, ng.UUID, ng.BusID, ng.Model
+		uuid, bus, model = ng.UUID, ng.BusID, ng.Model
 		if ng.Locality.Node != nil {
 			numa = itoa(*ng.Locality.Node)
 		}
-	} else {
-		idx = g.Index
 	}
 	if g != nil {
 		uuid, bus, model = cmp.Or(uuid, g.UUID), cmp.Or(bus, g.BusID), cmp.Or(model, g.Name)
 	}
-	gpu := itoa(idx)
 	s.gauge(descGPUInfo, 1, gpu, uuid, bus, model, numa)
 	s.gauge(descGPUUp, b2f(g != nil && g.State == nvml.StateOK), gpu)
 
@@ -118,8 +145,12 @@ func gpuMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
 		}
 		healthMetrics(gpu, &g.Health, s)
 	}
+}
 
-	// NVLink: the links of the discovery and of this scrape.
+// nvlinkMetrics renders a GPU's NVLink series: the links of the discovery
+// and of this scrape.
+func nvlinkMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
+	idx, gpu := gpuLabel(ng, g)
 	visible := (ng != nil && ng.NVLinkVisible) || (g != nil && g.NVLinkVisible)
 	s.gauge(descNVLinkVisible, b2f(visible), gpu)
 	expected, ok := st.ExpectedNVLinks[idx]
@@ -148,7 +179,9 @@ func gpuMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
 			}
 		}
 	}
-	slices.Sort(links)
+	// In the order of their label values, as the families sort them
+	// ("10" before "2"), which spares familyBuilder the sort.
+	slices.SortFunc(links, func(a, b int) int { return strings.Compare(itoa(a), itoa(b)) })
 	links = slices.Compact(links)
 	for _, n := range links {
 		link := itoa(n)

@@ -4,18 +4,41 @@ import (
 	"context"
 	"errors"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
 var errNoNode = errors.New("no discovery has succeeded yet")
 
-// collectTopology renders the last good discovery's GPU→NIC pairing. It
+// topologyCollector renders the last good discovery's GPU→NIC pairing. It
 // fails (without output) before the first discovery.
-func collectTopology(_ context.Context, st *State, s *sink) error {
-	n := st.Node
-	if n == nil {
+//
+// Its series change only with the discovery: they are rendered once per
+// State.Node (which the agent replaces, never modifies) and the same
+// metrics are sent at every scrape until the node changes. Its runs never
+// overlap (collector.busy), so the cache needs no lock.
+type topologyCollector struct {
+	node *topology.Node // the node ms and err were rendered from
+	ms   []prometheus.Metric
+	err  error
+}
+
+func (c *topologyCollector) collect(_ context.Context, st *State, s *sink) error {
+	if st.Node == nil {
 		return errNoNode
 	}
+	if st.Node != c.node {
+		var fresh sink // NewConstMetric's, held as long as the node
+		collectTopology(st.Node, &fresh)
+		c.node, c.ms, c.err = st.Node, fresh.ms, errors.Join(fresh.errs...)
+	}
+	s.ms = append(s.ms, c.ms...)
+	return c.err
+}
+
+// collectTopology renders n's pairing.
+func collectTopology(n *topology.Node, s *sink) {
 	pairs := map[int]*topology.Pair{}
 	for i := range n.Pairs {
 		pairs[n.Pairs[i].GPU] = &n.Pairs[i]
@@ -38,5 +61,4 @@ func collectTopology(_ context.Context, st *State, s *sink) error {
 		}
 	}
 	s.gauge(descTopologyAlign, b2f(aligned))
-	return nil
 }

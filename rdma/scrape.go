@@ -203,11 +203,11 @@ func (r *CounterReader) rootFS() (*rootfs.Root, error) {
 // readFile reads the attribute rel under root: one bounded read that
 // never blocks and never leaves the root (rootfs.Root.ReadFile), or the
 // test's ReadFile, given the full name.
-func (r *CounterReader) readFile(root *rootfs.Root, rel string) ([]byte, error) {
+func (r *CounterReader) readFile(d *rootfs.Dir, name string) ([]byte, error) {
 	if r.ReadFile != nil {
-		return r.ReadFile(root.Path(rel))
+		return r.ReadFile(d.Path(name))
 	}
-	return root.ReadFile(rel, sysattr.MaxSize)
+	return d.ReadFile(name, sysattr.MaxSize)
 }
 
 // gone reports whether err says the file or its directory went away.
@@ -219,8 +219,17 @@ func gone(err error) bool {
 // state could not be read.
 func (r *CounterReader) readPort(root *rootfs.Root, dev, dir string, n int) (s PortSample, ok bool, errs []error) {
 	s = PortSample{Device: dev, Port: n}
+	// The port's directory is resolved once; its files are read by name.
+	d, err := root.OpenDir(dir)
+	if err != nil {
+		if !gone(err) {
+			errs = append(errs, fmt.Errorf("RDMA device %s port %d: %w", dev, n, err))
+		}
+		return s, false, errs
+	}
+	defer d.Close()
 	attr := func(name string) (string, bool) {
-		b, err := r.readFile(root, path.Join(dir, name))
+		b, err := r.readFile(d, name)
 		if err != nil {
 			if !gone(err) {
 				errs = append(errs, fmt.Errorf("RDMA device %s port %d: %w", dev, n, err))
@@ -230,7 +239,7 @@ func (r *CounterReader) readPort(root *rootfs.Root, dev, dir string, n int) (s P
 		return strings.TrimSpace(string(b)), true
 	}
 	malformed := func(name string, err error) {
-		errs = append(errs, fmt.Errorf("%s: %w", root.Path(path.Join(dir, name)), err))
+		errs = append(errs, fmt.Errorf("%s: %w", d.Path(name), err))
 	}
 	st, ok1 := attr("state")
 	ph, ok2 := attr("phys_state")
@@ -238,7 +247,6 @@ func (r *CounterReader) readPort(root *rootfs.Root, dev, dir string, n int) (s P
 	if !ok1 || !ok2 || !ok3 {
 		return s, false, errs
 	}
-	var err error
 	if s.StateID, s.State, err = ParseState(st); err != nil {
 		malformed("state", err)
 		return s, false, errs
@@ -251,7 +259,7 @@ func (r *CounterReader) readPort(root *rootfs.Root, dev, dir string, n int) (s P
 		malformed("rate", err)
 		return s, false, errs
 	}
-	if ll, err := r.readFile(root, path.Join(dir, "link_layer")); err == nil {
+	if ll, err := r.readFile(d, "link_layer"); err == nil {
 		s.LinkLayer = strings.TrimSpace(string(ll))
 	}
 	s.Counters = r.readCounters(root, &s, path.Join(dir, DirCounters), r.Counters, &errs)
@@ -263,22 +271,40 @@ func (r *CounterReader) readPort(root *rootfs.Root, dev, dir string, n int) (s P
 // readCounters reads the wanted files of one counter directory; nil when
 // the directory is missing.
 func (r *CounterReader) readCounters(root *rootfs.Root, s *PortSample, dir string, want []string, errs *[]error) map[string]uint64 {
-	entries, err := root.ReadDir(dir)
+	d, err := root.OpenDir(dir)
 	if err != nil {
 		if !gone(err) {
 			*errs = append(*errs, fmt.Errorf("RDMA device %s port %d: %w", s.Device, s.Port, err))
 		}
 		return nil
 	}
-	out := make(map[string]uint64, len(entries))
-	for _, e := range entries {
-		if !e.Type().IsRegular() || (want != nil && !slices.Contains(want, e.Name())) {
-			continue
+	defer d.Close()
+	// The files to read: those named (a missing one is absent), in name
+	// order, without listing the directory; else every regular file.
+	names := want
+	if want == nil {
+		entries, err := d.ReadDir()
+		if err != nil {
+			if !gone(err) {
+				*errs = append(*errs, fmt.Errorf("RDMA device %s port %d: %w", s.Device, s.Port, err))
+			}
+			return nil
 		}
-		v, o, err := r.readCounter(root, path.Join(dir, e.Name()))
+		names = make([]string, 0, len(entries))
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				names = append(names, e.Name())
+			}
+		}
+	} else if !slices.IsSorted(want) {
+		names = slices.Sorted(slices.Values(want))
+	}
+	out := make(map[string]uint64, len(names))
+	for _, name := range names {
+		v, o, err := r.readCounter(d, name)
 		switch o {
 		case counterOK:
-			out[e.Name()] = v
+			out[name] = v
 		case counterDisabled:
 			s.Disabled++
 		case counterBad:
@@ -310,6 +336,14 @@ func (r *CounterReader) PortCounters(dev string, port int, names []string) (map[
 	if dev == "" || dev == "." || dev == ".." || strings.ContainsRune(dev, '/') {
 		return nil, fmt.Errorf("%s: %q is not an RDMA device name", root.Path(classDir), dev)
 	}
+	d, err := root.OpenDir(dir)
+	if err != nil {
+		if gone(err) {
+			return nil, fmt.Errorf("%s: no counters: %w", root.Path(dir), fs.ErrNotExist)
+		}
+		return nil, err
+	}
+	defer d.Close()
 	out := make(map[string]uint64, len(names))
 	var errs []error
 	for _, name := range names {
@@ -317,7 +351,7 @@ func (r *CounterReader) PortCounters(dev string, port int, names []string) (map[
 			errs = append(errs, fmt.Errorf("%s: %q is not a counter file name", root.Path(dir), name))
 			continue
 		}
-		v, o, err := r.readCounter(root, path.Join(dir, name))
+		v, o, err := r.readCounter(d, name)
 		switch o {
 		case counterOK:
 			out[name] = v
@@ -343,12 +377,12 @@ const (
 
 // readCounter reads one counter file; the error is set for counterBad
 // and names the file.
-func (r *CounterReader) readCounter(root *rootfs.Root, rel string) (uint64, counterOutcome, error) {
-	name := root.Path(rel)
+func (r *CounterReader) readCounter(d *rootfs.Dir, file string) (uint64, counterOutcome, error) {
+	name := d.Path(file)
 	if r.isDisabled(name) {
 		return 0, counterDisabled, nil
 	}
-	b, err := r.readFile(root, rel)
+	b, err := r.readFile(d, file)
 	switch {
 	case err == nil:
 	case errors.Is(err, syscall.EINVAL):

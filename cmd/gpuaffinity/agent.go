@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/agent"
+	"github.com/gpuaffinity/gpuaffinity/exporter"
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 )
@@ -25,6 +26,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 		listen                                            []string
 		systemdSocket                                     bool
 		rescan, discoveryTimeout                          time.Duration
+		collectors                                        *exporter.CollectorFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -85,7 +87,8 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 				StateDir: stateDir, NFDFile: nfdFile, Rescan: rescan, DiscoveryTimeout: discoveryTimeout,
 				Profile: prof, Expect: expect,
 				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
-				Version: version, Logger: g.log,
+				Collectors: collectors.Collectors(),
+				Version:    version, Logger: g.log,
 			})
 			if err != nil {
 				return err
@@ -108,6 +111,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	}
 	nf.register(cmd)
 	f := cmd.Flags()
+	collectors = exporter.RegisterCollectorFlags(f)
 	f.StringVar(&stateDir, "state-dir", stateDirDefault(), "directory for topology.json, nccl-topo.xml and env (env GPUAFFINITY_STATE_DIR); \"\" writes none")
 	f.DurationVar(&rescan, "rescan", 5*time.Minute, "time between discoveries; 0 rescans only on SIGHUP")
 	f.DurationVar(&discoveryTimeout, "discovery-timeout", 2*time.Minute, "a discovery round still running after this is reported as timed out (not ready) and left to finish; none starts until it does")

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -401,4 +402,95 @@ func (r *Root) Readlink(rel string) (string, error) {
 		return "", wrapWalk(name, err)
 	}
 	return t, nil
+}
+
+// Dir is a directory under a root, held open: a file in it is opened by
+// its name alone, relative to the directory's descriptor and never
+// through a link (O_NOFOLLOW), so a scrape that reads the hundreds of
+// counter files of a few port directories resolves each directory once.
+type Dir struct {
+	r   *Root
+	rel string // the directory, relative to the root
+	fd  int    // -1 for a memory root
+}
+
+// OpenDir opens the directory rel, resolved inside the root as every
+// other path is.
+func (r *Root) OpenDir(rel string) (*Dir, error) {
+	if r.mem != nil {
+		p, n, err := r.mem.resolve(rel, true)
+		if err != nil {
+			return nil, err
+		}
+		if !n.mode.IsDir() {
+			return nil, &fs.PathError{Op: "open", Path: r.Path(rel), Err: syscall.ENOTDIR}
+		}
+		return &Dir{r: r, rel: p, fd: -1}, nil
+	}
+	fd, err := r.open(rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	return &Dir{r: r, rel: rel, fd: fd}, nil
+}
+
+// Close releases the directory.
+func (d *Dir) Close() error {
+	if d.fd < 0 {
+		return nil
+	}
+	return unix.Close(d.fd)
+}
+
+// Path is the full name of the file name in the directory.
+func (d *Dir) Path(name string) string { return d.r.Path(d.rel + "/" + name) }
+
+// ReadFile reads the file name (one path component) of the directory as
+// Root.ReadFile reads: bounded, non-blocking, regular files only; a link
+// in its place is refused (ErrNotRegular).
+func (d *Dir) ReadFile(name string, limit int) ([]byte, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return nil, &fs.PathError{Op: "open", Path: d.Path(name), Err: syscall.EINVAL}
+	}
+	if d.fd < 0 {
+		if n, ok := d.r.mem.nodes[path.Join(d.rel, name)]; ok && n.mode&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("open %s: a link: %w", d.Path(name), sysattr.ErrNotRegular)
+		}
+		return d.r.mem.readFile(path.Join(d.rel, name), limit)
+	}
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.ELOOP {
+		return nil, fmt.Errorf("open %s: a link: %w", d.Path(name), sysattr.ErrNotRegular)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.Path(name), Err: err}
+	}
+	defer unix.Close(fd)
+	return sysattr.ReadFD(fd, d.Path(name), limit)
+}
+
+// ReadDir lists the directory, sorted by name.
+func (d *Dir) ReadDir() ([]fs.DirEntry, error) {
+	if d.fd < 0 {
+		return d.r.mem.readDir(d.rel)
+	}
+	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.r.Path(d.rel), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.r.Path(d.rel))
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
 }

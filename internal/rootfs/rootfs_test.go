@@ -249,3 +249,39 @@ func TestMemoryLinkForms(t *testing.T) {
 		t.Errorf("climbing out: %v; want ErrOutsideRoot", err)
 	}
 }
+
+// A Dir reads its files by name: a link in a file's place is refused, a
+// name with a slash is not a name, and the listing is sorted.
+func TestDir(t *testing.T) {
+	modes(t, func(t *testing.T, r *Root, root string) {
+		d, err := r.OpenDir("sys/class/dev0") // through a link inside the root
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if b, err := d.ReadFile("vendor", 64); err != nil || string(b) != "0x15b3\n" {
+			t.Errorf("vendor = %q, %v", b, err)
+		}
+		if _, err := d.ReadFile("../dev0/vendor", 64); err == nil {
+			t.Errorf("a path with a slash was read")
+		}
+		if _, err := d.ReadFile("nothing", 64); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a missing file: %v", err)
+		}
+		entries, err := d.ReadDir()
+		if err != nil || len(entries) != 2 || entries[0].Name() != "numa_node" || entries[1].Name() != "vendor" {
+			t.Errorf("ReadDir = %v, %v", entries, err)
+		}
+		p, err := r.OpenDir("sys/class/infiniband/dev/ports/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if _, err := p.ReadFile("link_layer", 64); !errors.Is(err, sysattr.ErrNotRegular) {
+			t.Errorf("a link in a file's place: %v; want ErrNotRegular", err)
+		}
+		if _, err := r.OpenDir("sys/devices/pci/escape"); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("OpenDir through a link out: %v", err)
+		}
+	})
+}
