@@ -234,30 +234,48 @@ func memTotal(root *rootfs.Root, rel string) (uint64, error) {
 
 func readCPU(root *rootfs.Root, id int) (CPU, error) {
 	c := CPU{ID: id, Online: true, CoreID: -1, Socket: -1}
-	dir := path.Join(cpuDir, "cpu"+strconv.Itoa(id), "topology")
+	rel := path.Join(cpuDir, "cpu"+strconv.Itoa(id), "topology")
+	dir, err := root.OpenDir(rel)
+	if err != nil {
+		c.Siblings = cpuset.Of(id)
+		return c, fmt.Errorf("cpu %d: %w", id, err)
+	}
+	defer dir.Close()
 	var errs []error
-	var err error
-	if c.CoreID, err = root.Int(path.Join(dir, "core_id")); err != nil {
+	if c.CoreID, err = dir.Int("core_id"); err != nil {
 		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
 		c.CoreID = -1
 	}
-	if c.Socket, err = root.Int(path.Join(dir, "physical_package_id")); err != nil {
+	if c.Socket, err = dir.Int("physical_package_id"); err != nil {
 		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
 		c.Socket = -1
 	}
-	sib, err := readList(root, path.Join(dir, "thread_siblings_list"))
+	sib, err := readDirList(dir, "thread_siblings_list")
 	if errors.Is(err, fs.ErrNotExist) {
-		sib, err = readList(root, path.Join(dir, "core_cpus_list"))
+		sib, err = readDirList(dir, "core_cpus_list")
 	}
 	if err != nil || !sib.Contains(id) {
 		if err == nil {
-			err = fmt.Errorf("%s: siblings %q do not hold the CPU itself", root.Path(path.Join(dir, "thread_siblings_list")), sib)
+			err = fmt.Errorf("%s: siblings %q do not hold the CPU itself", dir.Path("thread_siblings_list"), sib)
 		}
 		errs = append(errs, fmt.Errorf("cpu %d: %w", id, err))
 		sib = cpuset.Of(id)
 	}
 	c.Siblings = sib
 	return c, errors.Join(errs...)
+}
+
+// readDirList reads a CPU list attribute of dir.
+func readDirList(dir *rootfs.Dir, name string) (cpuset.Set, error) {
+	s, err := dir.String(name)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		return cpuset.Set{}, fmt.Errorf("%s: %w", dir.Path(name), err)
+	}
+	return set, nil
 }
 
 // AllowedCPUs reads Cpus_allowed_list from the root's proc/self/status:

@@ -118,21 +118,24 @@ func (f FS) device(name string) (*Device, []error) {
 	if d.RootBus, d.Parent, err = chain(rel, addr); err != nil {
 		return nil, []error{fmt.Errorf("PCI device %s: %w", addr, err)}
 	}
-	dir := rel
-	if _, err := f.root.Stat(dir); err != nil {
+	// The function's directory, resolved once: its attributes are read
+	// by name from it.
+	dir, err := f.root.OpenDir(rel)
+	if err != nil {
 		// The link dangles, or the device went away between the listing
 		// and now (hot unplug, a VF being destroyed).
 		return nil, []error{fmt.Errorf("PCI device %s: %w", addr, err)}
 	}
+	defer dir.Close()
 	note := func(err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("PCI device %s: %w", addr, err))
 		}
 	}
 	hex := func(file string, bits int) uint32 {
-		v, err := f.root.Hex(path.Join(dir, file))
+		v, err := dir.Hex(file)
 		if err == nil && bits < 32 && v>>bits != 0 {
-			err = fmt.Errorf("%s: value %#x wider than %d bits", f.root.Path(path.Join(dir, file)), v, bits)
+			err = fmt.Errorf("%s: value %#x wider than %d bits", dir.Path(file), v, bits)
 		}
 		note(err)
 		return v
@@ -143,34 +146,32 @@ func (f FS) device(name string) (*Device, []error) {
 	d.SubsystemVendor = uint16(hex("subsystem_vendor", 16))
 	d.SubsystemDevice = uint16(hex("subsystem_device", 16))
 
-	if n, err := f.root.Int(path.Join(dir, "numa_node")); err == nil {
+	if n, err := dir.Int("numa_node"); err == nil {
 		if n >= 0 {
 			d.NUMANode = &n
 		} else if n != -1 {
-			note(fmt.Errorf("%s: invalid NUMA node %d", f.root.Path(path.Join(dir, "numa_node")), n))
+			note(fmt.Errorf("%s: invalid NUMA node %d", dir.Path("numa_node"), n))
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
-	d.LocalCPUs, err = localCPUs(f.root, dir)
+	d.LocalCPUs, err = localCPUs(dir)
 	note(err)
 
-	d.CurrentLinkSpeed = optString(f.root, dir, "current_link_speed", note)
-	d.MaxLinkSpeed = optString(f.root, dir, "max_link_speed", note)
-	d.CurrentLinkWidth = optInt(f.root, dir, "current_link_width", note)
-	d.MaxLinkWidth = optInt(f.root, dir, "max_link_width", note)
+	d.CurrentLinkSpeed = optString(dir, "current_link_speed", note)
+	d.MaxLinkSpeed = optString(dir, "max_link_speed", note)
+	d.CurrentLinkWidth = optInt(dir, "current_link_width", note)
+	d.MaxLinkWidth = optInt(dir, "max_link_width", note)
 
-	if t, err := f.root.Readlink(path.Join(dir, "driver")); err == nil {
+	if t, err := dir.Readlink("driver"); err == nil {
 		d.Driver = path.Base(filepath.ToSlash(t))
 	}
-	if _, err := f.root.Lstat(path.Join(dir, "physfn")); err == nil {
-		d.Virtual = true
-	}
+	d.Virtual = dir.Exists("physfn")
 	return d, errs
 }
 
-func optString(root *rootfs.Root, dir, file string, note func(error)) string {
-	s, err := root.String(path.Join(dir, file))
+func optString(dir *rootfs.Dir, file string, note func(error)) string {
+	s, err := dir.String(file)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
@@ -182,13 +183,13 @@ func optString(root *rootfs.Root, dir, file string, note func(error)) string {
 	return s
 }
 
-func optInt(root *rootfs.Root, dir, file string, note func(error)) int {
-	n, err := root.Int(path.Join(dir, file))
+func optInt(dir *rootfs.Dir, file string, note func(error)) int {
+	n, err := dir.Int(file)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		note(err)
 	}
 	if n < 0 {
-		note(fmt.Errorf("%s: negative value %d", root.Path(path.Join(dir, file)), n))
+		note(fmt.Errorf("%s: negative value %d", dir.Path(file), n))
 		return 0
 	}
 	return n
@@ -196,12 +197,12 @@ func optInt(root *rootfs.Root, dir, file string, note func(error)) int {
 
 // localCPUs reads local_cpulist, else the local_cpus mask. A missing pair is
 // not an error (some platform devices have neither); an empty list is.
-func localCPUs(root *rootfs.Root, dir string) (cpuset.Set, error) {
-	p := root.Path(path.Join(dir, "local_cpulist"))
-	s, err := root.String(path.Join(dir, "local_cpulist"))
+func localCPUs(dir *rootfs.Dir) (cpuset.Set, error) {
+	p := dir.Path("local_cpulist")
+	s, err := dir.String("local_cpulist")
 	if errors.Is(err, fs.ErrNotExist) {
-		p = root.Path(path.Join(dir, "local_cpus"))
-		if s, err = root.String(path.Join(dir, "local_cpus")); errors.Is(err, fs.ErrNotExist) {
+		p = dir.Path("local_cpus")
+		if s, err = dir.String("local_cpus"); errors.Is(err, fs.ErrNotExist) {
 			return cpuset.Set{}, nil
 		} else if err != nil {
 			return cpuset.Set{}, err

@@ -449,7 +449,7 @@ func (d *Dir) Path(name string) string { return d.r.Path(d.rel + "/" + name) }
 // Root.ReadFile reads: bounded, non-blocking, regular files only; a link
 // in its place is refused (ErrNotRegular).
 func (d *Dir) ReadFile(name string, limit int) ([]byte, error) {
-	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+	if !validName(name) {
 		return nil, &fs.PathError{Op: "open", Path: d.Path(name), Err: syscall.EINVAL}
 	}
 	if d.fd < 0 {
@@ -493,4 +493,84 @@ func (d *Dir) ReadDir() ([]fs.DirEntry, error) {
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, nil
+}
+
+// String reads the attribute name (at most sysattr.MaxSize) and trims
+// white space.
+func (d *Dir) String(name string) (string, error) {
+	b, err := d.ReadFile(name, sysattr.MaxSize)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Int reads a decimal integer attribute.
+func (d *Dir) Int(name string) (int, error) {
+	s, err := d.String(name)
+	if err != nil {
+		return 0, err
+	}
+	v, err := sysattr.ParseInt(s)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", d.Path(name), err)
+	}
+	return v, nil
+}
+
+// Hex reads a "0x"-prefixed hexadecimal attribute.
+func (d *Dir) Hex(name string) (uint32, error) {
+	s, err := d.String(name)
+	if err != nil {
+		return 0, err
+	}
+	v, err := sysattr.ParseHex(s)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", d.Path(name), err)
+	}
+	return v, nil
+}
+
+// Readlink returns the target of the link name in the directory.
+func (d *Dir) Readlink(name string) (string, error) {
+	if !validName(name) {
+		return "", &fs.PathError{Op: "readlink", Path: d.Path(name), Err: syscall.EINVAL}
+	}
+	if d.fd < 0 {
+		return d.r.mem.readlink(path.Join(d.rel, name))
+	}
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(d.fd, name, buf)
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: d.Path(name), Err: err}
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		if len(buf) >= 64<<10 {
+			return "", &fs.PathError{Op: "readlink", Path: d.Path(name), Err: syscall.ENAMETOOLONG}
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// Exists reports whether the directory has an entry name (a link is not
+// followed).
+func (d *Dir) Exists(name string) bool {
+	if !validName(name) {
+		return false
+	}
+	if d.fd < 0 {
+		_, err := d.r.mem.stat(path.Join(d.rel, name), false)
+		return err == nil
+	}
+	var st unix.Stat_t
+	return unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// validName reports whether name is one path component: a Dir never
+// walks a path.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/')
 }
