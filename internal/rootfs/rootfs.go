@@ -246,37 +246,19 @@ func (r *Root) ReadFile(rel string, limit int) ([]byte, error) {
 
 // String reads an attribute (at most sysattr.MaxSize) and trims white space.
 func (r *Root) String(rel string) (string, error) {
-	b, err := r.ReadFile(rel, sysattr.MaxSize)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
+	return trimmed(r.ReadFile(rel, sysattr.MaxSize))
 }
 
 // Int reads a decimal integer attribute ("-1", "16").
 func (r *Root) Int(rel string) (int, error) {
-	s, err := r.String(rel)
-	if err != nil {
-		return 0, err
-	}
-	v, err := sysattr.ParseInt(s)
-	if err != nil {
-		return 0, fmt.Errorf("parse %s: %w", r.Path(rel), err)
-	}
-	return v, nil
+	v, err := r.String(rel)
+	return asInt(v, err, func() string { return r.Path(rel) })
 }
 
 // Hex reads a "0x"-prefixed hexadecimal attribute ("0x10de").
 func (r *Root) Hex(rel string) (uint32, error) {
-	s, err := r.String(rel)
-	if err != nil {
-		return 0, err
-	}
-	v, err := sysattr.ParseHex(s)
-	if err != nil {
-		return 0, fmt.Errorf("parse %s: %w", r.Path(rel), err)
-	}
-	return v, nil
+	v, err := r.String(rel)
+	return asHex(v, err, func() string { return r.Path(rel) })
 }
 
 // ReadDir lists the directory rel, sorted by name.
@@ -371,23 +353,11 @@ func (r *Root) Readlink(rel string) (string, error) {
 	}
 	if err == nil {
 		defer unix.Close(fd)
-		buf := make([]byte, 256)
-		for {
-			n, err := unix.Readlinkat(fd, "", buf)
-			if err != nil {
-				if err == unix.ENOENT {
-					err = unix.EINVAL // rel exists and is not a link
-				}
-				return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
-			}
-			if n < len(buf) {
-				return string(buf[:n]), nil
-			}
-			if len(buf) >= 64<<10 {
-				return "", &fs.PathError{Op: "readlink", Path: name, Err: syscall.ENAMETOOLONG}
-			}
-			buf = make([]byte, 2*len(buf))
+		t, err := readlinkAt(fd, "", name)
+		if errors.Is(err, unix.ENOENT) {
+			err = &fs.PathError{Op: "readlink", Path: name, Err: unix.EINVAL} // rel exists and is not a link
 		}
+		return t, err
 	}
 	c, err := r.clean(rel)
 	if err != nil {
@@ -498,37 +468,19 @@ func (d *Dir) ReadDir() ([]fs.DirEntry, error) {
 // String reads the attribute name (at most sysattr.MaxSize) and trims
 // white space.
 func (d *Dir) String(name string) (string, error) {
-	b, err := d.ReadFile(name, sysattr.MaxSize)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
+	return trimmed(d.ReadFile(name, sysattr.MaxSize))
 }
 
 // Int reads a decimal integer attribute.
 func (d *Dir) Int(name string) (int, error) {
-	s, err := d.String(name)
-	if err != nil {
-		return 0, err
-	}
-	v, err := sysattr.ParseInt(s)
-	if err != nil {
-		return 0, fmt.Errorf("parse %s: %w", d.Path(name), err)
-	}
-	return v, nil
+	v, err := d.String(name)
+	return asInt(v, err, func() string { return d.Path(name) })
 }
 
 // Hex reads a "0x"-prefixed hexadecimal attribute.
 func (d *Dir) Hex(name string) (uint32, error) {
-	s, err := d.String(name)
-	if err != nil {
-		return 0, err
-	}
-	v, err := sysattr.ParseHex(s)
-	if err != nil {
-		return 0, fmt.Errorf("parse %s: %w", d.Path(name), err)
-	}
-	return v, nil
+	v, err := d.String(name)
+	return asHex(v, err, func() string { return d.Path(name) })
 }
 
 // Readlink returns the target of the link name in the directory.
@@ -539,20 +491,7 @@ func (d *Dir) Readlink(name string) (string, error) {
 	if d.fd < 0 {
 		return d.r.mem.readlink(path.Join(d.rel, name))
 	}
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Readlinkat(d.fd, name, buf)
-		if err != nil {
-			return "", &fs.PathError{Op: "readlink", Path: d.Path(name), Err: err}
-		}
-		if n < len(buf) {
-			return string(buf[:n]), nil
-		}
-		if len(buf) >= 64<<10 {
-			return "", &fs.PathError{Op: "readlink", Path: d.Path(name), Err: syscall.ENAMETOOLONG}
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	return readlinkAt(d.fd, name, d.Path(name))
 }
 
 // Exists reports whether the directory has an entry name (a link is not
@@ -573,4 +512,54 @@ func (d *Dir) Exists(name string) bool {
 // walks a path.
 func validName(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/')
+}
+
+// readlinkAt reads the link name relative to fd (name "" for fd itself,
+// opened O_PATH|O_NOFOLLOW); display names it in errors.
+func readlinkAt(fd int, name, display string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(fd, name, buf)
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: display, Err: err}
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		if len(buf) >= 64<<10 {
+			return "", &fs.PathError{Op: "readlink", Path: display, Err: syscall.ENAMETOOLONG}
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// trimmed, asInt and asHex turn what a read gave into an attribute's
+// value; name gives the file's name for a parse error.
+func trimmed(b []byte, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func asInt(s string, err error, name func() string) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	v, err := sysattr.ParseInt(s)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", name(), err)
+	}
+	return v, nil
+}
+
+func asHex(s string, err error, name func() string) (uint32, error) {
+	if err != nil {
+		return 0, err
+	}
+	v, err := sysattr.ParseHex(s)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", name(), err)
+	}
+	return v, nil
 }
