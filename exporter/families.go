@@ -108,30 +108,27 @@ func (b *familyBuilder) add(m prometheus.Metric) {
 // metric, gauge and counter hand out zero values from chunks, so that a
 // collection allocates each kind a few times, not once a metric.
 func (b *familyBuilder) metric() *dto.Metric {
-	if len(b.metrics) == cap(b.metrics) {
-		b.metrics = make([]dto.Metric, 0, chunk(b.hint.metrics, b.n.metrics))
-	}
-	b.n.metrics++
-	b.metrics = b.metrics[:len(b.metrics)+1]
-	return &b.metrics[len(b.metrics)-1]
+	return nextZero(&b.metrics, b.hint.metrics, &b.n.metrics)
 }
 
 func (b *familyBuilder) gauge() *dto.Gauge {
-	if len(b.gauges) == cap(b.gauges) {
-		b.gauges = make([]dto.Gauge, 0, chunk(b.hint.gauges, b.n.gauges))
-	}
-	b.n.gauges++
-	b.gauges = b.gauges[:len(b.gauges)+1]
-	return &b.gauges[len(b.gauges)-1]
+	return nextZero(&b.gauges, b.hint.gauges, &b.n.gauges)
 }
 
 func (b *familyBuilder) counter() *dto.Counter {
-	if len(b.counters) == cap(b.counters) {
-		b.counters = make([]dto.Counter, 0, chunk(b.hint.counters, b.n.counters))
+	return nextZero(&b.counters, b.hint.counters, &b.n.counters)
+}
+
+// nextZero hands out the next zero value of *buf, starting a new chunk
+// (sized by the last collection's count hint, less the used already)
+// when the current one is full.
+func nextZero[T any](buf *[]T, hint int, used *int) *T {
+	if len(*buf) == cap(*buf) {
+		*buf = make([]T, 0, chunk(hint, *used))
 	}
-	b.n.counters++
-	b.counters = b.counters[:len(b.counters)+1]
-	return &b.counters[len(b.counters)-1]
+	*used++
+	*buf = (*buf)[:len(*buf)+1]
+	return &(*buf)[len(*buf)-1]
 }
 
 // families returns the families, sorted by name, with their metrics

@@ -138,12 +138,17 @@ func Read(root *rootfs.Root) (t Topology, errs []error) {
 
 func readList(root *rootfs.Root, rel string) (cpuset.Set, error) {
 	s, err := root.String(rel)
+	return parseList(s, err, func() string { return root.Path(rel) })
+}
+
+// parseList is the CPU list a read of the file name gave.
+func parseList(s string, err error, name func() string) (cpuset.Set, error) {
 	if err != nil {
 		return cpuset.Set{}, err
 	}
 	set, err := cpuset.Parse(s)
 	if err != nil {
-		return cpuset.Set{}, fmt.Errorf("%s: %w", root.Path(rel), err)
+		return cpuset.Set{}, fmt.Errorf("%s: %w", name(), err)
 	}
 	return set, nil
 }
@@ -268,14 +273,7 @@ func readCPU(root *rootfs.Root, id int) (CPU, error) {
 // readDirList reads a CPU list attribute of dir.
 func readDirList(dir *rootfs.Dir, name string) (cpuset.Set, error) {
 	s, err := dir.String(name)
-	if err != nil {
-		return cpuset.Set{}, err
-	}
-	set, err := cpuset.Parse(s)
-	if err != nil {
-		return cpuset.Set{}, fmt.Errorf("%s: %w", dir.Path(name), err)
-	}
-	return set, nil
+	return parseList(s, err, func() string { return dir.Path(name) })
 }
 
 // AllowedCPUs reads Cpus_allowed_list from the root's proc/self/status:

@@ -35,9 +35,6 @@ const ReplayFileName = "nvml.json"
 // is non-nil only when nvml.json exists but cannot be read or is invalid;
 // it names the file.
 func Open(root string) (lib nvml.Interface, source string, err error) {
-	if filepath.Clean(root) == "/" {
-		return nvml.New(), SourceLive, nil
-	}
 	r, err := rootfs.Open(filepath.Clean(root))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, SourceNone, nil

@@ -270,7 +270,12 @@ func (r *Root) ReadDir(rel string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), r.Path(rel))
+	return listFD(fd, r.Path(rel))
+}
+
+// listFD lists the directory open as fd, sorted by name, and closes fd.
+func listFD(fd int, name string) ([]fs.DirEntry, error) {
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
@@ -451,18 +456,12 @@ func (d *Dir) ReadDir() ([]fs.DirEntry, error) {
 	if d.fd < 0 {
 		return d.r.mem.readDir(d.rel)
 	}
+	// A descriptor of its own: reading entries moves its offset.
 	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: d.r.Path(d.rel), Err: err}
 	}
-	f := os.NewFile(uintptr(fd), d.r.Path(d.rel))
-	defer f.Close()
-	entries, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, nil
+	return listFD(fd, d.r.Path(d.rel))
 }
 
 // String reads the attribute name (at most sysattr.MaxSize) and trims

@@ -141,19 +141,6 @@ func Int(path string) (int, error) {
 	return v, nil
 }
 
-// Hex reads a "0x"-prefixed hexadecimal attribute ("0x10de", "0x030200").
-func Hex(path string) (uint32, error) {
-	s, err := String(path)
-	if err != nil {
-		return 0, err
-	}
-	v, err := ParseHex(s)
-	if err != nil {
-		return 0, fmt.Errorf("parse %s: %w", path, err)
-	}
-	return v, nil
-}
-
 // ParseInt parses a decimal integer that fits in 32 bits.
 func ParseInt(s string) (int, error) {
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
