@@ -154,24 +154,75 @@ func (s Set) Union(o Set) Set { return Of(append(slices.Clone(s.cpus), o.cpus...
 
 // Intersect returns the members of both sets.
 func (s Set) Intersect(o Set) Set {
-	var out []int
-	for _, c := range s.cpus {
-		if o.Contains(c) {
-			out = append(out, c)
+	n := overlap(s.cpus, o.cpus)
+	switch n {
+	case 0:
+		return Set{}
+	case len(s.cpus): // sets are never modified: the result may share
+		return s
+	case len(o.cpus):
+		return o
+	}
+	out := make([]int, 0, n)
+	for i, j := 0, 0; i < len(s.cpus) && j < len(o.cpus); {
+		switch a, b := s.cpus[i], o.cpus[j]; {
+		case a < b:
+			i++
+		case a > b:
+			j++
+		default:
+			out = append(out, a)
+			i++
+			j++
 		}
 	}
 	return Set{cpus: out}
 }
 
+// Intersects reports whether the sets have a member in common.
+func (s Set) Intersects(o Set) bool { return overlap(s.cpus, o.cpus) > 0 }
+
 // Difference returns the members of s that are not in o.
 func (s Set) Difference(o Set) Set {
-	var out []int
-	for _, c := range s.cpus {
-		if !o.Contains(c) {
-			out = append(out, c)
+	n := overlap(s.cpus, o.cpus)
+	if n == 0 {
+		return s
+	}
+	out := make([]int, 0, len(s.cpus)-n)
+	for i, j := 0, 0; i < len(s.cpus); {
+		switch {
+		case j == len(o.cpus) || s.cpus[i] < o.cpus[j]:
+			out = append(out, s.cpus[i])
+			i++
+		case s.cpus[i] > o.cpus[j]:
+			j++
+		default:
+			i++
+			j++
 		}
 	}
+	if len(out) == 0 {
+		return Set{}
+	}
 	return Set{cpus: out}
+}
+
+// overlap counts the members two ascending lists share.
+func overlap(a, b []int) int {
+	n := 0
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			n++
+			i++
+			j++
+		}
+	}
+	return n
 }
 
 // String prints the canonical list form ("0-3,8-11"); "" for the empty set.
@@ -219,8 +270,10 @@ func (s Set) Mask(width int) string {
 	return strings.Join(parts, ",")
 }
 
-// MarshalJSON writes the list form as a JSON string.
-func (s Set) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+// MarshalText writes the list form, which JSON encodes as a string (text,
+// not MarshalJSON: the encoder then writes it without a second pass over
+// the output, and a node has hundreds of sets).
+func (s Set) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // UnmarshalJSON reads the list form from a JSON string.
 func (s *Set) UnmarshalJSON(b []byte) error {

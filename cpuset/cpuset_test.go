@@ -2,6 +2,7 @@ package cpuset
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -155,5 +156,45 @@ func TestUnmarshalJSONForms(t *testing.T) {
 	var s Set
 	if err := s.UnmarshalJSON([]byte(`7`)); err == nil {
 		t.Errorf("UnmarshalJSON(7) succeeded")
+	}
+}
+
+// TestSetOpsAgainstMembers holds Intersect, Intersects and Difference to
+// their definitions over member lists, on random sets (disjoint, nested,
+// equal, empty and overlapping ones all occur).
+func TestSetOpsAgainstMembers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func() Set {
+		var cpus []int
+		lo, hi := rng.IntN(64), rng.IntN(64)
+		for c := range 64 {
+			if c >= lo && c <= hi && rng.IntN(3) > 0 {
+				cpus = append(cpus, c)
+			}
+		}
+		return Of(cpus...)
+	}
+	for range 2000 {
+		a, b := random(), random()
+		if rng.IntN(8) == 0 {
+			b = a
+		}
+		var inter, diff []int
+		for _, c := range a.CPUs() {
+			if b.Contains(c) {
+				inter = append(inter, c)
+			} else {
+				diff = append(diff, c)
+			}
+		}
+		if got := a.Intersect(b); !got.Equal(Of(inter...)) {
+			t.Fatalf("%v.Intersect(%v) = %v, want %v", a, b, got, Of(inter...))
+		}
+		if got := a.Intersects(b); got != (len(inter) > 0) {
+			t.Fatalf("%v.Intersects(%v) = %v", a, b, got)
+		}
+		if got := a.Difference(b); !got.Equal(Of(diff...)) {
+			t.Fatalf("%v.Difference(%v) = %v, want %v", a, b, got, Of(diff...))
+		}
 	}
 }

@@ -300,14 +300,23 @@ func AllowedCPUs(root *rootfs.Root) (cpuset.Set, error) {
 // flag from the first
 // processor block of /proc/cpuinfo. Arm cpuinfo has none of these: the
 // fields stay empty and that is not an error.
+// cpuinfoPrefix bounds the read of /proc/cpuinfo: more than one processor
+// block of any CPU (an x86 block with every flag is under 4 KiB).
+const cpuinfoPrefix = 16 << 10
+
 func (t *Topology) readCPUInfo(root *rootfs.Root) (err error) {
 	path := root.Path(cpuinfo)
-	b, err := root.ReadFile(cpuinfo, 16<<20)
+	// Only the first processor block is read: a few kilobytes of a file
+	// that has one block per CPU.
+	b, err := root.ReadPrefix(cpuinfo, cpuinfoPrefix)
+	if err == nil && len(b) == cpuinfoPrefix && !bytes.Contains(b, []byte("\n\n")) {
+		b, err = root.ReadFile(cpuinfo, 16<<20) // a first block longer than that
+	}
 	if err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20)
 	known := false // a field every architecture's block has
 	defer func() {
 		if !known && err == nil {

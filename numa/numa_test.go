@@ -154,3 +154,44 @@ func TestReadMalformedWarns(t *testing.T) {
 		t.Errorf("nodes %+v, CPU 2 node %d", got.Nodes, got.CPUs[2].Node)
 	}
 }
+
+// Only the first processor block of cpuinfo is read, and a first block
+// longer than the prefix read at first is read whole: a flags line past
+// the prefix still sets Hypervisor, and later blocks change nothing.
+func TestReadCPUInfoFirstBlock(t *testing.T) {
+	block := func(vendor, flags string) string {
+		return "processor\t: 0\nvendor_id\t: " + vendor + "\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9654\nflags\t\t: " + flags + "\n\n"
+	}
+	many := block("AuthenticAMD", "fpu sse2 hypervisor") + strings.Repeat(block("Other", "fpu"), 400) // far past the prefix
+	long := block("AuthenticAMD", strings.Repeat("padflag ", 3000)+"hypervisor")                      // one block over 16 KiB
+	for name, tc := range map[string]struct {
+		cpuinfo    string
+		hypervisor bool
+	}{
+		"many blocks":     {many, true},
+		"long block":      {long, true},
+		"no hypervisor":   {block("AuthenticAMD", "fpu") + strings.Repeat(block("Other", "hypervisor"), 400), false},
+		"long block only": {strings.TrimSuffix(long, "\n\n"), true}, // no blank line anywhere
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			m := map[string]string{
+				"sys/devices/system/cpu/online":          "0",
+				"sys/devices/system/node/node0/cpulist":  "0",
+				"sys/devices/system/node/node0/distance": "10",
+				"sys/devices/system/node/node0/meminfo":  "Node 0 MemTotal:       1024 kB",
+				"proc/self/status":                       "Cpus_allowed_list:\t0\n",
+				"proc/cpuinfo":                           tc.cpuinfo,
+			}
+			cpu(m, 0, 0, 0, "0")
+			put(t, root, m)
+			got, errs := Read(rootfstest.Open(t, root))
+			if len(errs) != 0 {
+				t.Fatalf("errors: %v", errs)
+			}
+			if got.Vendor != "AuthenticAMD" || got.FamilyID != 25 || got.ModelID != 17 || got.Hypervisor != tc.hypervisor {
+				t.Errorf("cpuinfo = %q %d %d hypervisor %v; want AuthenticAMD 25 17 %v", got.Vendor, got.FamilyID, got.ModelID, got.Hypervisor, tc.hypervisor)
+			}
+		})
+	}
+}

@@ -31,3 +31,5 @@
 // Return names in warnings and files are go-nvml's constant names
 // ("ERROR_GPU_IS_LOST"), the same live and replayed.
 package nvml
+
+//go:generate go run ./internal/gennotsupported -o notsupported_gen.go

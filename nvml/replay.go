@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 )
@@ -20,11 +18,11 @@ import (
 // replayLib answers go-nvml's nvml.Interface from a ReplayFile.
 //
 // The calls the format records are methods below. Every other method of
-// nvml.Interface comes from the embedded go-nvml mock, whose XxxFunc fields
-// NewReplay sets to answer zero values and ERROR_NOT_SUPPORTED (see
-// fillNotSupported), so an unrecorded call never panics.
+// nvml.Interface comes from the embedded notSupportedLib (generated from
+// go-nvml's interface, notsupported_gen.go), which answers zero values and
+// ERROR_NOT_SUPPORTED, so an unrecorded call never panics.
 type replayLib struct {
-	*mock.Interface
+	notSupportedLib
 
 	file    ReplayFile
 	devices []*replayDevice
@@ -39,7 +37,7 @@ type replayLib struct {
 // replayDevice answers go-nvml's nvml.Device for one recorded GPU, the same
 // way replayLib answers the Interface.
 type replayDevice struct {
-	*mock.Device
+	notSupportedDevice
 
 	lib   *replayLib
 	index int
@@ -71,14 +69,12 @@ var (
 // without the library that kills the process. Callers that probe
 // LookupSymbol before such calls (as go-nvlib does) stay safe.
 //
-// Unrecorded calls go through go-nvml's mock, which keeps a record of each
-// call in memory; a long-running process should not make them in a loop.
+// Unrecorded calls keep nothing: a long-running process may make them in a
+// loop.
 func NewReplay(f ReplayFile) nvml.Interface {
-	l := &replayLib{Interface: &mock.Interface{}, file: f}
-	fillNotSupported(l.Interface)
+	l := &replayLib{file: f}
 	for i := range l.file.Devices {
-		d := &replayDevice{Device: &mock.Device{}, lib: l, index: i, rec: &l.file.Devices[i]}
-		fillNotSupported(d.Device)
+		d := &replayDevice{lib: l, index: i, rec: &l.file.Devices[i]}
 		l.devices = append(l.devices, d)
 		var xids []uint64
 		if x := d.rec.XIDs; x != nil && ret(x.Return) == nvml.SUCCESS {
@@ -118,24 +114,34 @@ func loadReplay(path string, data []byte, err error) (nvml.Interface, error) {
 	return NewReplay(f), nil
 }
 
-// decodeReplay decodes and checks nvml.json.
+// decodeReplay decodes and checks nvml.json. The file is decoded once; the
+// version is checked first only when something fails (a file of another
+// version may fail on fields this build does not know, and should say so).
 func decodeReplay(data []byte) (ReplayFile, error) {
-	var head struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return ReplayFile{}, err
-	}
-	if head.Version != ReplayVersion {
-		return ReplayFile{}, fmt.Errorf("unsupported version %d (this build reads version %d)", head.Version, ReplayVersion)
-	}
-	if err := checkShape(data); err != nil {
-		return ReplayFile{}, err
-	}
 	var f ReplayFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	err := checkShape(data)
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&f)
+		if err == nil && len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
+			// Trailing data: json.Unmarshal below names it.
+			err = errors.New("data after the top-level value")
+		}
+	}
+	if err != nil {
+		var head struct {
+			Version int `json:"version"`
+		}
+		if herr := json.Unmarshal(data, &head); herr != nil {
+			return ReplayFile{}, herr
+		}
+		f.Version = head.Version
+	}
+	if f.Version != ReplayVersion {
+		return ReplayFile{}, fmt.Errorf("unsupported version %d (this build reads version %d)", f.Version, ReplayVersion)
+	}
+	if err != nil {
 		return ReplayFile{}, err
 	}
 	return f, f.validate()
@@ -149,21 +155,26 @@ func (f *ReplayFile) validate() error {
 	if len(f.Devices) > MaxReplayDevices {
 		return errors.Join(errs...)
 	}
-	check := func(where, name string) {
+	// where is called only for a name that fails: the file's thousands of
+	// answers are mostly "" and none pays for its place's text.
+	check := func(where func() string, name string) {
 		if _, err := parseReturn(name); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			errs = append(errs, fmt.Errorf("%s: %w", where(), err))
 		}
 	}
-	check("init", f.Init)
-	check("driver_version", f.DriverVersion.Return)
-	check("nvml_version", f.NVMLVersion.Return)
-	check("cuda_driver_version", f.CUDADriverVersion.Return)
-	check("device_count", f.DeviceCount.Return)
+	top := func(field string) func() string { return func() string { return field } }
+	check(top("init"), f.Init)
+	check(top("driver_version"), f.DriverVersion.Return)
+	check(top("nvml_version"), f.NVMLVersion.Return)
+	check(top("cuda_driver_version"), f.CUDADriverVersion.Return)
+	check(top("device_count"), f.DeviceCount.Return)
 	if f.DeviceCount.Return == "" && f.DeviceCount.Value != len(f.Devices) {
 		errs = append(errs, fmt.Errorf("device_count is %d but %d devices are listed", f.DeviceCount.Value, len(f.Devices)))
 	}
 	for i, d := range f.Devices {
-		at := func(field string) string { return fmt.Sprintf("devices[%d].%s", i, field) }
+		at := func(field string) func() string {
+			return func() string { return fmt.Sprintf("devices[%d].%s", i, field) }
+		}
 		check(at("handle"), d.Handle)
 		for _, a := range []struct{ field, ret string }{
 			{"pci", d.PCI.Return}, {"uuid", d.UUID.Return}, {"name", d.Name.Return},
@@ -195,9 +206,11 @@ func (f *ReplayFile) validate() error {
 		}
 		seen := map[int]bool{}
 		for j, l := range d.NVLinks {
-			lat := func(field string) string { return at(fmt.Sprintf("nvlinks[%d].%s", j, field)) }
+			lat := func(field string) func() string {
+				return func() string { return at(fmt.Sprintf("nvlinks[%d].%s", j, field))() }
+			}
 			if l.Link < 0 || seen[l.Link] {
-				errs = append(errs, fmt.Errorf("%s: link %d is negative or listed twice", lat("link"), l.Link))
+				errs = append(errs, fmt.Errorf("%s: link %d is negative or listed twice", lat("link")(), l.Link))
 			}
 			seen[l.Link] = true
 			check(lat("state"), l.State.Return)
@@ -937,47 +950,4 @@ func SysfsBusID(id string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%04x:%02x:%02x.%x", a.domain, a.bus, a.device, a.function), nil
-}
-
-// fillNotSupported sets every nil XxxFunc field of a go-nvml moq mock (a
-// pointer to mock.Interface, mock.Device, ...) to a function that answers
-// zero values and ERROR_NOT_SUPPORTED in every nvml.Return result.
-func fillNotSupported(m any) {
-	v := reflect.ValueOf(m).Elem()
-	stubs := notSupportedStubs(v.Type())
-	for i, stub := range stubs {
-		if f := v.Field(i); stub.IsValid() && f.IsNil() {
-			f.Set(stub)
-		}
-	}
-}
-
-var stubCache sync.Map // reflect.Type of a mock struct → []reflect.Value by field
-
-// notSupportedStubs builds, once per mock type, the stub for each exported
-// func field (the invalid Value for other fields).
-func notSupportedStubs(t reflect.Type) []reflect.Value {
-	if s, ok := stubCache.Load(t); ok {
-		return s.([]reflect.Value)
-	}
-	returnType := reflect.TypeFor[nvml.Return]()
-	notSupported := reflect.ValueOf(nvml.ERROR_NOT_SUPPORTED)
-	stubs := make([]reflect.Value, t.NumField())
-	for i := range stubs {
-		sf := t.Field(i)
-		if !sf.IsExported() || sf.Type.Kind() != reflect.Func {
-			continue
-		}
-		ft := sf.Type
-		out := make([]reflect.Value, ft.NumOut())
-		for j := range out {
-			out[j] = reflect.Zero(ft.Out(j))
-			if ft.Out(j) == returnType {
-				out[j] = notSupported
-			}
-		}
-		stubs[i] = reflect.MakeFunc(ft, func([]reflect.Value) []reflect.Value { return out })
-	}
-	s, _ := stubCache.LoadOrStore(t, stubs)
-	return s.([]reflect.Value)
 }

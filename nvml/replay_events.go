@@ -4,18 +4,17 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 )
 
 // replayEventSet answers go-nvml's nvml.EventSet from the devices' recorded
 // XIDs. Wait and Free are methods below; every other method comes from the
-// embedded mock and answers ERROR_NOT_SUPPORTED.
+// embedded notSupportedEventSet and answers ERROR_NOT_SUPPORTED.
 //
 // Its fields are guarded by lib.mu, which also guards lib.pending: the XIDs
 // are the replayer's, not the set's, so each is delivered once whatever
 // sets come and go (as a real XID happens once).
 type replayEventSet struct {
-	*mock.EventSet
+	notSupportedEventSet
 
 	lib        *replayLib
 	registered []bool // by device index
@@ -29,8 +28,7 @@ func (l *replayLib) EventSetCreate() (nvml.EventSet, nvml.Return) {
 	if r := l.ready(); r != nvml.SUCCESS {
 		return nil, r
 	}
-	s := &replayEventSet{EventSet: &mock.EventSet{}, lib: l, registered: make([]bool, len(l.devices))}
-	fillNotSupported(s.EventSet)
+	s := &replayEventSet{lib: l, registered: make([]bool, len(l.devices))}
 	return s, nvml.SUCCESS
 }
 

@@ -78,7 +78,7 @@ func checkShape(data []byte) error {
 	// starts after '[' or ','.
 	type frame struct {
 		array     bool
-		key       string // object: the current member
+		key       []byte // object: the current member (a slice of data)
 		wantKey   bool   // object: the next string is a key
 		needValue bool   // array: the next value starts an element
 		n         int    // array: elements so far
@@ -91,11 +91,11 @@ func checkShape(data []byte) error {
 			switch {
 			case f.array:
 				fmt.Fprintf(&b, "[%d]", f.n-1)
-			case f.key != "":
+			case len(f.key) > 0:
 				if b.Len() > 0 {
 					b.WriteByte('.')
 				}
-				b.WriteString(f.key)
+				b.Write(f.key)
 			}
 		}
 		return b.String()
@@ -104,7 +104,7 @@ func checkShape(data []byte) error {
 		var keys []string
 		for _, f := range stack {
 			if !f.array {
-				keys = append(keys, f.key)
+				keys = append(keys, string(f.key))
 			}
 		}
 		return strings.Join(keys, ".")
@@ -142,7 +142,7 @@ func checkShape(data []byte) error {
 				return nil // a syntax error, for the decoder to report
 			}
 			if n := len(stack); n > 0 && !stack[n-1].array && stack[n-1].wantKey {
-				stack[n-1].key, stack[n-1].wantKey = string(data[i+1:j]), false
+				stack[n-1].key, stack[n-1].wantKey = data[i+1:j], false
 			} else if err := value(); err != nil {
 				return err
 			}

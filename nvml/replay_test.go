@@ -2,6 +2,7 @@ package nvml
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -43,7 +44,8 @@ func init() {
 
 // callAll calls every method of iface on v with zero arguments (dev for a
 // Device argument) and returns, for each method not in skip, the Returns
-// that were not ERROR_NOT_SUPPORTED. A panic fails the test.
+// that were not ERROR_NOT_SUPPORTED and the other results that were not
+// zero values. A panic fails the test.
 func callAll(t *testing.T, iface reflect.Type, v any, dev nvml.Device, skip map[string]bool) (calls int, bad []string) {
 	t.Helper()
 	rv := reflect.ValueOf(v)
@@ -75,9 +77,13 @@ func callAll(t *testing.T, iface reflect.Type, v any, dev nvml.Device, skip map[
 		if skip[m.Name] {
 			continue
 		}
-		for _, o := range out {
-			if r, ok := o.Interface().(nvml.Return); ok && r != nvml.ERROR_NOT_SUPPORTED {
-				bad = append(bad, m.Name+" = "+returnName(r))
+		for k, o := range out {
+			if r, ok := o.Interface().(nvml.Return); ok {
+				if r != nvml.ERROR_NOT_SUPPORTED {
+					bad = append(bad, m.Name+" = "+returnName(r))
+				}
+			} else if !o.IsZero() {
+				bad = append(bad, fmt.Sprintf("%s result %d = %v, not the zero value", m.Name, k, o))
 			}
 		}
 	}
@@ -96,17 +102,24 @@ func TestReplayUnrecordedCalls(t *testing.T) {
 	if r != nvml.SUCCESS {
 		t.Fatalf("DeviceGetHandleByIndex(0) = %v", r)
 	}
+	set, r := lib.EventSetCreate()
+	if r != nvml.SUCCESS {
+		t.Fatalf("EventSetCreate = %v", r)
+	}
 	for _, tc := range []struct {
 		name  string
 		iface reflect.Type
 		v     any
 		min   int
+		skip  map[string]bool
 	}{
-		{"Interface", reflect.TypeFor[nvml.Interface](), lib, 400},
-		{"Device", reflect.TypeFor[nvml.Device](), dev, 270},
+		{"Interface", reflect.TypeFor[nvml.Interface](), lib, 400, replayed},
+		{"Device", reflect.TypeFor[nvml.Device](), dev, 270, replayed},
+		// Wait and Free are replayed (replay_events.go).
+		{"EventSet", reflect.TypeFor[nvml.EventSet](), set, 8, map[string]bool{"Wait": true, "Free": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls, bad := callAll(t, tc.iface, tc.v, dev, replayed)
+			calls, bad := callAll(t, tc.iface, tc.v, dev, tc.skip)
 			if calls < tc.min {
 				t.Errorf("called %d methods, want at least %d", calls, tc.min)
 			}
@@ -325,6 +338,10 @@ func TestLoadReplay(t *testing.T) {
 	}{
 		{"version", `{"version": 2}`, "unsupported version 2"},
 		{"no version", `{}`, "unsupported version 0"},
+		// A newer file fails on a field this build does not know: the
+		// version is what it says.
+		{"version with new field", `{"version": 2, "chassis": {}}`, "unsupported version 2"},
+		{"trailing data", `{"version": 1, "device_count": {"value": 0}} x`, "invalid character 'x' after top-level value"},
 		{"not json", `nvml`, "invalid character"},
 		{"unknown field", `{"version": 1, "device_count": {"value": 0}, "numa": {}}`, `unknown field "numa"`},
 		{"unknown return", `{"version": 1, "init": "ERROR_BOGUS"}`, `init: unknown NVML return "ERROR_BOGUS"`},

@@ -90,6 +90,11 @@ func parseReturn(s string) (nvml.Return, error) {
 	if s == "" {
 		return nvml.SUCCESS, nil
 	}
+	for _, e := range returnTable { // the name as returnName writes it
+		if s == e.name {
+			return e.ret, nil
+		}
+	}
 	var n int32
 	if _, err := fmt.Sscanf(s, "RETURN_%d", &n); err == nil && fmt.Sprintf("RETURN_%d", n) == s {
 		return nvml.Return(n), nil

@@ -54,7 +54,10 @@ type Locality struct {
 // warning for each GPU whose sources disagree (naming both values) or
 // whose locality is unknown or ambiguous. It does no I/O.
 func ResolveLocality(n *Node) []string {
-	r := localityResolver{n: n}
+	r := localityResolver{n: n, on: make([]cpuset.Set, len(n.NUMANodes))}
+	for j, nd := range n.NUMANodes {
+		r.on[j] = r.online(nd.CPUs)
+	}
 	var warns []string
 	for i := range n.GPUs {
 		loc, ws := r.resolve(n.GPUs[i])
@@ -64,14 +67,18 @@ func ResolveLocality(n *Node) []string {
 	return warns
 }
 
-type localityResolver struct{ n *Node }
+type localityResolver struct {
+	n  *Node
+	on []cpuset.Set // the online CPUs of each of n.NUMANodes, by index
+}
 
-func (r localityResolver) node(id int) (NUMANode, bool) {
+// node is the NUMA node id and its index in n.NUMANodes.
+func (r localityResolver) node(id int) (NUMANode, int, bool) {
 	i := slices.IndexFunc(r.n.NUMANodes, func(nd NUMANode) bool { return nd.ID == id })
 	if i < 0 {
-		return NUMANode{}, false
+		return NUMANode{}, -1, false
 	}
-	return r.n.NUMANodes[i], true
+	return r.n.NUMANodes[i], i, true
 }
 
 // online drops offline CPUs from s.
@@ -86,8 +93,8 @@ func (r localityResolver) online(s cpuset.Set) cpuset.Set {
 // holders is the IDs of the nodes with online CPUs that meet s.
 func (r localityResolver) holders(s cpuset.Set) []int {
 	var out []int
-	for _, nd := range r.n.NUMANodes {
-		if !r.online(nd.CPUs).Intersect(s).IsEmpty() {
+	for j, nd := range r.n.NUMANodes {
+		if r.on[j].Intersects(s) {
 			out = append(out, nd.ID)
 		}
 	}
@@ -98,8 +105,8 @@ func (r localityResolver) holders(s cpuset.Set) []int {
 // cpuNodes is the IDs of the nodes with online CPUs.
 func (r localityResolver) cpuNodes() []int {
 	var out []int
-	for _, nd := range r.n.NUMANodes {
-		if !r.online(nd.CPUs).IsEmpty() {
+	for j, nd := range r.n.NUMANodes {
+		if !r.on[j].IsEmpty() {
 			out = append(out, nd.ID)
 		}
 	}
@@ -111,7 +118,7 @@ func (r localityResolver) cpuNodes() []int {
 func (r localityResolver) nearestCPUNode(from NUMANode) (int, int, bool) {
 	best, bestD := -1, 0
 	for j, nd := range r.n.NUMANodes {
-		if r.online(nd.CPUs).IsEmpty() {
+		if r.on[j].IsEmpty() {
 			continue
 		}
 		d := 1 << 30 // unknown distance: after every known one
@@ -126,8 +133,8 @@ func (r localityResolver) nearestCPUNode(from NUMANode) (int, int, bool) {
 }
 
 func (r localityResolver) atNode(id int, src LocalitySource) Locality {
-	nd, _ := r.node(id)
-	return Locality{CPUs: r.online(nd.CPUs), NUMANodes: []int{id}, Node: &id, Source: src}
+	_, j, _ := r.node(id)
+	return Locality{CPUs: r.on[j], NUMANodes: []int{id}, Node: &id, Source: src}
 }
 
 func (r localityResolver) fromCPUs(s cpuset.Set, src LocalitySource) Locality {
@@ -149,10 +156,10 @@ func (r localityResolver) resolve(g GPU) (Locality, []string) {
 	loc, ok := Locality{Source: LocalityNone}, false
 	if g.NUMANode != nil {
 		id := *g.NUMANode
-		switch nd, known := r.node(id); {
+		switch nd, j, known := r.node(id); {
 		case !known:
 			warn("numa_node %d names no NUMA node of this machine; ignored", id)
-		case !r.online(nd.CPUs).IsEmpty():
+		case !r.on[j].IsEmpty():
 			loc, ok = r.atNode(id, LocalityNUMANode), true
 		default:
 			if near, d, found := r.nearestCPUNode(nd); found {
@@ -164,7 +171,7 @@ func (r localityResolver) resolve(g GPU) (Locality, []string) {
 		}
 	}
 	if !ok && g.GPUNUMAID != nil {
-		if nd, known := r.node(*g.GPUNUMAID); known && r.online(nd.CPUs).IsEmpty() {
+		if nd, j, known := r.node(*g.GPUNUMAID); known && r.on[j].IsEmpty() {
 			if near, _, found := r.nearestCPUNode(nd); found {
 				loc, ok = r.atNode(near, LocalityGPUMemory), true
 			}

@@ -37,7 +37,8 @@ func ParseClass(s string) (Class, error) {
 	return ClassUnknown, fmt.Errorf("unknown path class %q", s)
 }
 
-func (c Class) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
+// MarshalText writes the class name, which JSON encodes as a string.
+func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 func (c *Class) UnmarshalJSON(b []byte) error {
 	var s string

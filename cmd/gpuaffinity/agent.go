@@ -115,7 +115,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	f.StringVar(&stateDir, "state-dir", stateDirDefault(), "directory for topology.json, nccl-topo.xml and env (env GPUAFFINITY_STATE_DIR); \"\" writes none")
 	f.DurationVar(&rescan, "rescan", 5*time.Minute, "time between discoveries; 0 rescans only on SIGHUP")
 	f.DurationVar(&discoveryTimeout, "discovery-timeout", 2*time.Minute, "a discovery round still running after this is reported as timed out (not ready) and left to finish; none starts until it does")
-	f.StringSliceVar(&listen, "web.listen-address", []string{":19400"}, "addresses to serve HTTP on (repeatable)")
+	listVar(f, &listen, "web.listen-address", []string{":19400"}, "addresses to serve HTTP on (repeatable)")
 	f.StringVar(&webConfig, "web.config.file", "", "exporter-toolkit web configuration file: TLS and basic auth (docs/agent.md)")
 	f.BoolVar(&systemdSocket, "web.systemd-socket", false, "serve on the sockets systemd passes (socket activation) instead of --web.listen-address")
 	f.StringVar(&profile, "profile", string(health.Pretrain), "health gate profile: pretrain, finetune or inference (as check)")

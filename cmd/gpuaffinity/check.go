@@ -128,7 +128,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 	f.StringVar(&gpus, "gpus", "", "check only these GPUs (indices, UUIDs or bus ids) and their paired NICs; default SLURM_JOB_GPUS, then CUDA_VISIBLE_DEVICES")
 	f.DurationVar(&interval, "interval", time.Second, "time between the two reads of the NIC error counters; 0 skips nic.errors")
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of each check; a check past it fails with 'timed out'")
-	f.StringSliceVar(&only, "only", nil, "run only these check ids")
+	listVar(f, &only, "only", nil, "run only these check ids")
 	f.StringVar(&kmsg, "kmsg", "", "kernel log to scan for XIDs (default /dev/kmsg under --root)")
 	f.BoolVar(&drain, "slurm-drain", false, `when unhealthy, drain this node (unless drained with another reason): scontrol update nodename=<host> state=drain reason="gpuaffinity: <reason>"`)
 	f.BoolVar(&resume, "slurm-resume", false, "when healthy, resume this node if its drain reason starts with gpuaffinity:")

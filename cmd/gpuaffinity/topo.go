@@ -32,9 +32,9 @@ type nodeFlags struct {
 
 func (f *nodeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.demo, "demo", "", `discover an embedded example machine instead of this one ("list" names them)`)
-	cmd.Flags().StringSliceVar(&f.computeNICs, "compute-nics", nil, "NICs GPUs use (RDMA device, netdev or PCI bus id); others are not compute")
-	cmd.Flags().StringSliceVar(&f.excludeNICs, "exclude-nics", nil, "NICs GPUs never use")
-	cmd.Flags().StringSliceVar(&f.storageNICs, "storage-nics", nil, "NICs that are storage NICs, whatever the layout says")
+	listVar(cmd.Flags(), &f.computeNICs, "compute-nics", nil, "NICs GPUs use (RDMA device, netdev or PCI bus id); others are not compute")
+	listVar(cmd.Flags(), &f.excludeNICs, "exclude-nics", nil, "NICs GPUs never use")
+	listVar(cmd.Flags(), &f.storageNICs, "storage-nics", nil, "NICs that are storage NICs, whatever the layout says")
 }
 
 // discover runs discovery on the root, or on a demo machine built into a

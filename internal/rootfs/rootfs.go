@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -241,7 +242,22 @@ func (r *Root) ReadFile(rel string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	return sysattr.ReadFD(fd, r.Path(rel), limit)
+	return sysattr.ReadFD(fd, func() string { return r.Path(rel) }, limit)
+}
+
+// ReadPrefix reads the first n bytes of rel (all of a shorter file), with
+// ReadFile's refusals.
+func (r *Root) ReadPrefix(rel string, n int) ([]byte, error) {
+	if r.mem != nil {
+		b, err := r.mem.readFile(rel, math.MaxInt)
+		return b[:min(len(b), n)], err
+	}
+	fd, err := r.open(rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return sysattr.ReadFDPrefix(fd, func() string { return r.Path(rel) }, n)
 }
 
 // String reads an attribute (at most sysattr.MaxSize) and trims white space.
@@ -448,7 +464,7 @@ func (d *Dir) ReadFile(name string, limit int) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: d.Path(name), Err: err}
 	}
 	defer unix.Close(fd)
-	return sysattr.ReadFD(fd, d.Path(name), limit)
+	return sysattr.ReadFD(fd, func() string { return d.Path(name) }, limit)
 }
 
 // ReadDir lists the directory, sorted by name.

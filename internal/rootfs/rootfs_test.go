@@ -34,6 +34,7 @@ func tree(t *testing.T) (root, secret string) {
 	write(secret, "root:x:0:0\n")
 	write(root+"/sys/devices/pci/dev0/vendor", "0x15b3\n")
 	write(root+"/sys/devices/pci/dev0/numa_node", "-1\n")
+	write(root+"/sys/devices/long", longText)
 	link := func(target, name string) {
 		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
 			t.Fatal(err)
@@ -144,6 +145,44 @@ func TestConfinedReads(t *testing.T) {
 		}
 		if _, err := r.Readlink("sys/devices/pci/escape/x"); err == nil {
 			t.Errorf("Readlink through a directory link out succeeded")
+		}
+	})
+}
+
+// longText is a file longer than sysattr's first read and than the
+// prefixes TestReadPrefix asks for.
+var longText = strings.Repeat("0123456789abcdef", 320) // 5120 bytes
+
+func TestReadPrefix(t *testing.T) {
+	modes(t, func(t *testing.T, r *Root, root string) {
+		for _, tc := range []struct {
+			rel  string
+			n    int
+			want string
+		}{
+			{"sys/devices/long", 100, longText[:100]},
+			{"sys/devices/long", 4096, longText[:4096]},
+			{"sys/devices/long", 1 << 20, longText}, // a shorter file: all of it
+			{"sys/class/dev0/vendor", 4, "0x15"},    // through a link inside
+			{"sys/class/dev0/vendor", 64, "0x15b3\n"},
+		} {
+			b, err := r.ReadPrefix(tc.rel, tc.n)
+			if err != nil || string(b) != tc.want {
+				t.Errorf("ReadPrefix(%s, %d) = %d bytes %.20q…, %v; want %d bytes", tc.rel, tc.n, len(b), b, err, len(tc.want))
+			}
+		}
+		for _, rel := range []string{"sys/zero", "sys/class/infiniband/dev/ports/1/rate"} {
+			if b, err := r.ReadPrefix(rel, 16); !errors.Is(err, ErrOutsideRoot) {
+				t.Errorf("ReadPrefix(%s) = %q, %v; want ErrOutsideRoot", rel, b, err)
+			}
+		}
+		if _, err := r.ReadPrefix("sys/devices/pci", 16); !errors.Is(err, sysattr.ErrNotRegular) {
+			t.Errorf("ReadPrefix(a directory) = %v; want ErrNotRegular", err)
+		}
+		if r.mem == nil {
+			if _, err := r.ReadPrefix("sys/fifo", 16); !errors.Is(err, sysattr.ErrNotRegular) {
+				t.Errorf("ReadPrefix(a FIFO) = %v; want ErrNotRegular", err)
+			}
 		}
 	})
 }

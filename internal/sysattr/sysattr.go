@@ -8,11 +8,13 @@
 package sysattr
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -48,14 +50,20 @@ func ReadFileLimit(path string, limit int) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer syscall.Close(fd)
-	return ReadFD(fd, path, limit)
+	return ReadFD(fd, func() string { return path }, limit)
 }
 
+// firstBufSize is the first read's buffer: more than any sysfs attribute
+// gpuaffinity reads but a CPU mask of a very large machine.
+const firstBufSize = 1024
+
+var firstBufs = sync.Pool{New: func() any { return new([firstBufSize]byte) }}
+
 // ReadFD reads at most limit bytes from the open descriptor fd (opened
-// with O_NONBLOCK), named path in errors, with ReadFileLimit's rules: a
-// FIFO, device or socket is refused (ErrNotRegular), a longer file is
-// ErrTooLarge. It does not close fd.
-func ReadFD(fd int, path string, limit int) ([]byte, error) {
+// with O_NONBLOCK), named path() in errors (called only for one), with
+// ReadFileLimit's rules: a FIFO, device or socket is refused
+// (ErrNotRegular), a longer file is ErrTooLarge. It does not close fd.
+func ReadFD(fd int, path func() string, limit int) ([]byte, error) {
 	read := func(b []byte) (int, error) {
 		for {
 			n, err := syscall.Read(fd, b)
@@ -63,18 +71,24 @@ func ReadFD(fd int, path string, limit int) ([]byte, error) {
 				continue
 			}
 			if errors.Is(err, syscall.EAGAIN) {
-				return 0, fmt.Errorf("read %s: %w", path, ErrNotRegular)
+				return 0, fmt.Errorf("read %s: %w", path(), ErrNotRegular)
 			}
 			if errors.Is(err, syscall.EISDIR) {
-				return 0, fmt.Errorf("read %s: a directory: %w", path, ErrNotRegular)
+				return 0, fmt.Errorf("read %s: a directory: %w", path(), ErrNotRegular)
 			}
 			if err != nil {
-				return 0, fmt.Errorf("read %s: %w", path, err)
+				return 0, fmt.Errorf("read %s: %w", path(), err)
 			}
 			return n, nil
 		}
 	}
-	buf := make([]byte, min(limit+1, 1024))
+	// The first read goes into a pooled buffer and a short answer (every
+	// sysfs attribute) is copied out at its size: a discovery reads a
+	// thousand attributes of a few bytes each, and a fresh kilobyte for
+	// each was most of its allocation and page faults.
+	pb := firstBufs.Get().(*[firstBufSize]byte)
+	defer firstBufs.Put(pb)
+	buf := pb[:min(limit+1, firstBufSize)]
 	n, err := read(buf)
 	if err != nil {
 		return nil, err
@@ -86,20 +100,20 @@ func ReadFD(fd int, path string, limit int) ([]byte, error) {
 		// FIFO's EOF or a device's endless stream (/dev/zero).
 		var st syscall.Stat_t
 		if err := syscall.Fstat(fd, &st); err != nil {
-			return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+			return nil, &fs.PathError{Op: "fstat", Path: path(), Err: err}
 		}
 		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			return nil, fmt.Errorf("read %s: %w", path, ErrNotRegular)
+			return nil, fmt.Errorf("read %s: %w", path(), ErrNotRegular)
 		}
 		size = st.Size
 	}
 	if n < len(buf) {
-		return buf[:n], nil
+		return bytes.Clone(buf[:n]), nil
 	}
 	// A file on disk says its size (sysfs says a page, procfs 0): one
 	// over the bound is refused unread, and the buffer is sized once.
 	if size > int64(limit) {
-		return nil, fmt.Errorf("read %s: %w (%d bytes, over the %d-byte limit)", path, ErrTooLarge, size, limit)
+		return nil, fmt.Errorf("read %s: %w (%d bytes, over the %d-byte limit)", path(), ErrTooLarge, size, limit)
 	}
 	b := make([]byte, n, max(int(size)+1, 2*n))
 	copy(b, buf[:n])
@@ -116,7 +130,35 @@ func ReadFD(fd int, path string, limit int) ([]byte, error) {
 		}
 		b = b[:len(b)+m]
 	}
-	return nil, fmt.Errorf("read %s: %w (over the %d-byte limit)", path, ErrTooLarge, limit)
+	return nil, fmt.Errorf("read %s: %w (over the %d-byte limit)", path(), ErrTooLarge, limit)
+}
+
+// ReadFDPrefix reads the first n bytes (fewer for a shorter file) from
+// the open descriptor fd, with ReadFD's refusals; a longer file is not an
+// error. It does not close fd.
+func ReadFDPrefix(fd int, path func() string, n int) ([]byte, error) {
+	b, err := ReadFD(fd, path, n)
+	if !errors.Is(err, ErrTooLarge) {
+		return b, err
+	}
+	// Longer than n: it is a regular file (ReadFD checked), so read its
+	// first n bytes from the start.
+	b = make([]byte, n)
+	got := 0
+	for got < n {
+		m, err := syscall.Pread(fd, b[got:], int64(got))
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path(), err)
+		}
+		if m == 0 {
+			break
+		}
+		got += m
+	}
+	return b[:got], nil
 }
 
 // String reads an attribute and trims surrounding white space.
