@@ -24,7 +24,7 @@ export CGO_CFLAGS  := -O2 -g -Wno-deprecated-declarations
 FUZZ := ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
         ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
         ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay \
-        ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile
+        ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile ./internal/compact:FuzzDecode
 
 .PHONY: all build demo test deps lint vet fmt-check compile unit fuzz bench clean
 

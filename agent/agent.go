@@ -35,7 +35,7 @@ type Options struct {
 	// --exclude-nics).
 	TopoFile string
 	Roles    topology.RoleOptions
-	// StateDir receives topology.json, launch.json, nccl-topo.xml and env; "" writes
+	// StateDir receives topology.json, launch.node, nccl-topo.xml and env; "" writes
 	// none.
 	StateDir string
 	// NFDFile, when set, is a Node Feature Discovery feature file

@@ -82,7 +82,7 @@ func TestStateFilesSurviveKill(t *testing.T) {
 		// One generation is written to temporary files first (one per
 		// state file), then renamed: a kill leaves at most those.
 		temps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
-		if len(temps) > 4 { // topology.json, launch.json, nccl-topo.xml, env
+		if len(temps) > 4 { // topology.json, launch.node, nccl-topo.xml, env
 			t.Fatalf("after kill %d: %d temporary files: %v", i, len(temps), temps)
 		}
 		killedMidWrite += len(temps)
@@ -110,7 +110,13 @@ func checkStateFiles(t *testing.T, dir string, dotenvLine *regexp.Regexp) {
 			continue
 		}
 		var n topology.Node
-		if err := json.Unmarshal(b, &n); err != nil {
+		var err error
+		if f == cache.LaunchFile {
+			n, err = cache.DecodeLaunch(f, b)
+		} else {
+			err = json.Unmarshal(b, &n)
+		}
+		if err != nil {
 			t.Fatalf("torn %s (%d bytes): %v", f, len(b), err)
 		}
 		// The writer pairs host name and warning; a mix of two writes

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,11 +25,12 @@ func stateFiles(dir string, n topology.Node) (map[string][]byte, []string, error
 		return nil, nil, err
 	}
 	files[cache.TopologyFile] = js.Bytes()
-	launch, err := json.Marshal(n.ForLaunch())
+	launch, err := cache.EncodeLaunch(n)
 	if err != nil {
 		return nil, nil, fmt.Errorf("render %s: %w", cache.LaunchFile, err)
 	}
-	files[cache.LaunchFile] = append(launch, '\n')
+	files[cache.LaunchFile] = launch
+	files[cache.LegacyLaunchFile] = nil // an older launcher must not read a stale one
 
 	req := nccl.EnvRequest{TopoFile: n.TopoFile}
 	if nccl.PluginWritesTopology(n) {
@@ -77,7 +77,7 @@ func writeState(dir string, n topology.Node) ([]byte, []string, error) {
 	if err != nil {
 		return nil, warnings, err
 	}
-	order := []string{cache.NCCLTopoFile, cache.EnvFile, cache.LaunchFile, cache.TopologyFile}
+	order := []string{cache.NCCLTopoFile, cache.EnvFile, cache.LegacyLaunchFile, cache.LaunchFile, cache.TopologyFile}
 	temps := map[string]string{}
 	defer func() {
 		for _, tmp := range temps {

@@ -275,6 +275,16 @@ func (s Set) Mask(width int) string {
 // the output, and a node has hundreds of sets).
 func (s Set) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads the list form.
+func (s *Set) UnmarshalText(b []byte) error {
+	v, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
 // UnmarshalJSON reads the list form from a JSON string.
 func (s *Set) UnmarshalJSON(b []byte) error {
 	// The list form has no characters JSON escapes: a plain quoted

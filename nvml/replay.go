@@ -102,14 +102,24 @@ func LoadReplayData(name string, data []byte) (nvml.Interface, error) {
 	return loadReplay(name, data, nil)
 }
 
+// DecodeReplay decodes and checks an nvml.json file already read, as
+// LoadReplay does; name names it in errors.
+func DecodeReplay(name string, data []byte) (ReplayFile, error) {
+	f, err := decodeReplay(data)
+	if err != nil {
+		return ReplayFile{}, fmt.Errorf("nvml: replay %s: %w", name, err)
+	}
+	return f, nil
+}
+
 // loadReplay decodes what reading the file named path gave.
 func loadReplay(path string, data []byte, err error) (nvml.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvml: replay %s unreadable: %w", path, readError(path, err))
 	}
-	f, err := decodeReplay(data)
+	f, err := DecodeReplay(path, data)
 	if err != nil {
-		return nil, fmt.Errorf("nvml: replay %s: %w", path, err)
+		return nil, err
 	}
 	return NewReplay(f), nil
 }

@@ -3,7 +3,7 @@ package topology
 import "slices"
 
 // ForLaunch is the node as launchers (env, cpumap) read it from the
-// agent's launch.json: without the parts only topo, the NCCL topology
+// agent's launch.node: without the parts only topo, the NCCL topology
 // XML, the health checks and the metrics read (every PCI function, the
 // path matrices, each GPU's NVLinks and health), a quarter of
 // topology.json, so that a rank's

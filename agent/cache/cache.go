@@ -28,7 +28,7 @@ const (
 	TopologyFile = "topology.json" // render.JSON of the last good node
 	NCCLTopoFile = "nccl-topo.xml" // nccl.TopologyXML, as `gpuaffinity nccl-topo` writes it
 	EnvFile      = "env"           // node-level dotenv, as `gpuaffinity env -o dotenv --write-topo DIR` without a rank
-	LaunchFile   = "launch.json"   // the node as launchers read it (topology.Node.ForLaunch), compact JSON
+	LaunchFile   = "launch.node"   // the node as launchers read it (topology.Node.ForLaunch), EncodeLaunch's form
 )
 
 // maxCacheSize bounds what Load reads (a DGX H100's file is 100 kB).
@@ -48,9 +48,10 @@ type Options struct {
 	// fixture root, with a state directory the user named); else that
 	// is a refusal.
 	TrustWithoutBoot bool
-	// Launch reads launch.json, the node as launchers need it
+	// Launch reads LaunchFile, the node as launchers need it
 	// (topology.Node.ForLaunch: no PCI function list, path matrices or
-	// NVLinks), where the agent wrote one; topology.json otherwise.
+	// NVLinks), where the agent wrote one with this build's layout;
+	// topology.json otherwise.
 	Launch bool
 }
 
@@ -75,10 +76,11 @@ func Load(opts Options) (topology.Node, error) {
 	}
 	if opts.Launch {
 		n, err := load(opts, filepath.Join(opts.Dir, LaunchFile), dirOwner)
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrOtherBuild) {
 			return n, err
 		}
-		// An agent from before launch.json: the whole node.
+		// An agent from before LaunchFile, or of another build: the
+		// whole node.
 	}
 	return load(opts, filepath.Join(opts.Dir, TopologyFile), dirOwner)
 }
@@ -124,7 +126,12 @@ func load(opts Options, path string, dirOwner uint32) (topology.Node, error) {
 	if _, err := io.ReadFull(f, data); err != nil {
 		return topology.Node{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	n, err := Decode(path, data)
+	var n topology.Node
+	if bytes.HasPrefix(data, []byte(launchMagic)) {
+		n, err = DecodeLaunch(path, data)
+	} else {
+		n, err = Decode(path, data)
+	}
 	if err != nil {
 		return topology.Node{}, err
 	}

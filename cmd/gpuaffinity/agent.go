@@ -4,8 +4,10 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -33,7 +35,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 		Short: "Run the daemon: state files, health gate, /metrics /healthz /readyz /topology",
 		Long: `agent discovers the node at start, on SIGHUP and every --rescan, keeping
 the last good node when a rescan fails. After each discovery it writes
-topology.json, launch.json (the compact node env and cpumap read), nccl-topo.xml
+topology.json, launch.node (the compact node env and cpumap read), nccl-topo.xml
 and env (node-level dotenv) under --state-dir,
 each replaced atomically, and runs the health gate (check's checks, without
 the NIC counter interval); --nfd-file is rewritten after each gate.
@@ -68,6 +70,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			if discoveryTimeout <= 0 {
 				return fmt.Errorf("--discovery-timeout %s: want more than 0", discoveryTimeout)
 			}
+			daemonGC()
 			// Signals first: a SIGTERM while the demo machine is built
 			// still ends in its removal.
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -122,4 +125,23 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	f.StringVar(&expectFile, "expect", "", "hold the node to expectations from this YAML file (check --learn)")
 	f.StringVar(&nfdFile, "nfd-file", "", "rewrite this Node Feature Discovery feature file after each health gate")
 	return cmd
+}
+
+// agentGCPercent is the daemon's GOGC. Its live heap is a few megabytes
+// (the node, the NVML answers, the encoded static series) and a scrape
+// allocates about one more; at Go's default of 100 the heap grows to
+// twice the live set between collections, so the resident set is a third
+// larger than at 50 for a few hundred microseconds more collection per
+// scrape (docs/bench.md, "Agent memory").
+const agentGCPercent = 50
+
+// daemonGC sets agentGCPercent and no memory limit (undoing commandGC),
+// unless GOGC or GOMEMLIMIT says otherwise.
+func daemonGC() {
+	_, gogc := os.LookupEnv("GOGC")
+	_, limit := os.LookupEnv("GOMEMLIMIT")
+	if !gogc && !limit {
+		debug.SetGCPercent(agentGCPercent)
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
 }

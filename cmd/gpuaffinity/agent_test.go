@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/agent/cache"
+
 	"github.com/gpuaffinity/gpuaffinity/agent"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
@@ -348,8 +350,10 @@ func TestCacheNotUsed(t *testing.T) {
 		t.Errorf("stale cache: exit %d\n%s", r.code, r.stderr)
 	}
 	os.Remove(filepath.Join(bare, "proc/stat"))
-	for _, f := range []string{"topology.json", "launch.json"} { // cpumap reads launch.json
-		os.WriteFile(filepath.Join(dir, f), []byte(`{"schema": "gpuaffinity.topology/v1", "gpus": [`), 0o644)
+	os.WriteFile(filepath.Join(dir, "topology.json"), []byte(`{"schema": "gpuaffinity.topology/v1", "gpus": [`), 0o644)
+	// cpumap reads launch.node: torn there too.
+	if b, err := os.ReadFile(filepath.Join(dir, cache.LaunchFile)); err == nil {
+		os.WriteFile(filepath.Join(dir, cache.LaunchFile), b[:len(b)/2], 0o644)
 	}
 	r = execRun(t, nil, "cpumap", "--root", bare, "--state-dir", dir, "--log-level", "debug")
 	if r.code == 0 || !strings.Contains(r.stderr, "agent's topology not used") || !strings.Contains(r.stderr, "decode") {

@@ -36,7 +36,7 @@ func (c *cacheFlags) node(cmd *cobra.Command, g *globals, nf *nodeFlags) (topolo
 
 // launchNode is node for a command that renders no PCI function list,
 // path matrix or NVLink (env without --write-topo, cpumap): from the
-// agent's compact launch.json where it wrote one.
+// agent's compact launch.node where it wrote one.
 func (c *cacheFlags) launchNode(cmd *cobra.Command, g *globals, nf *nodeFlags) (topology.Node, error) {
 	return c.load(cmd, g, nf, true)
 }

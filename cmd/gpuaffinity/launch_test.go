@@ -13,10 +13,10 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 )
 
-// env and cpumap print the same from the agent's compact launch.json as
+// env and cpumap print the same from the agent's compact launch.node as
 // from its topology.json, on every example machine: the parts the launch
 // view leaves out (PCI functions, path matrices, NVLinks) are read by
-// none of them. launch.json is at most half of topology.json.
+// none of them. launch.node is at most half of topology.json.
 func TestLaunchViewSameOutput(t *testing.T) {
 	for _, name := range fakesys.Machines() {
 		t.Run(name, func(t *testing.T) {
@@ -34,9 +34,9 @@ func TestLaunchViewSameOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 			if launch.Size()*2 > topo.Size() {
-				t.Errorf("launch.json is %d bytes, topology.json %d", launch.Size(), topo.Size())
+				t.Errorf("launch.node is %d bytes, topology.json %d", launch.Size(), topo.Size())
 			}
-			// The same state without launch.json: the commands read
+			// The same state without launch.node: the commands read
 			// topology.json, as with an agent from before it.
 			old := t.TempDir()
 			for _, f := range []string{cache.TopologyFile, cache.NCCLTopoFile, cache.EnvFile} {
@@ -58,7 +58,7 @@ func TestLaunchViewSameOutput(t *testing.T) {
 				outB, errB, eB := runErr(t, b...)
 				outB, errB = strings.ReplaceAll(outB, old, full), strings.ReplaceAll(errB, old, full)
 				if outA != outB || errA != errB || (eA == nil) != (eB == nil) {
-					t.Errorf("%v: from launch.json:\n%s%s%v\nfrom topology.json:\n%s%s%v", args, outA, errA, eA, outB, errB, eB)
+					t.Errorf("%v: from launch.node:\n%s%s%v\nfrom topology.json:\n%s%s%v", args, outA, errA, eA, outB, errB, eB)
 				}
 			}
 		})

@@ -81,6 +81,9 @@ func Expectation(name string) (Expect, error) {
 // BuildMachineMemory builds any machine of Machines() in memory, with
 // the NVML replay of its nvml.json (nil when it has none).
 func BuildMachineMemory(name string) (*rootfs.Root, gonvml.Interface, error) {
+	if r, lib, ok, err := loadImage(name); ok {
+		return r, lib, err
+	}
 	if name == H200VM {
 		return BuildH200Memory()
 	}

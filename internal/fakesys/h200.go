@@ -35,6 +35,16 @@ var ErrUnsafePath = errors.New("archive path escapes the target directory")
 
 // BuildH200Memory is BuildH200 into an in-memory root.
 func BuildH200Memory() (*rootfs.Root, gonvml.Interface, error) {
+	r, rf, err := buildH200Tree()
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, nvml.NewReplay(*rf), nil
+}
+
+// buildH200Tree is BuildH200Memory with the ReplayFile rather than its
+// replayer.
+func buildH200Tree() (*rootfs.Root, *nvml.ReplayFile, error) {
 	m := rootfs.NewMemory("demo:" + H200VM)
 	if err := untarMemory(bytes.NewReader(h200Sysfs), m); err != nil {
 		return nil, nil, fmt.Errorf("build %s: sysfs.tar.gz: %w", H200VM, err)
@@ -43,14 +53,14 @@ func BuildH200Memory() (*rootfs.Root, gonvml.Interface, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	m.File("nvml.json", data)
+	m.File(nvml.ReplayFileName, data)
 	// Through the file's own decoding: the probe's conversion is what
 	// the file records.
-	lib, err := nvml.LoadReplayData("demo:"+H200VM+"/nvml.json", data)
+	rf, err := nvml.DecodeReplay("demo:"+H200VM+"/"+nvml.ReplayFileName, data)
 	if err != nil {
 		return nil, nil, err
 	}
-	return m.Root(), lib, nil
+	return m.Root(), &rf, nil
 }
 
 // h200Replay is the capture's nvml.json, converted from its NVML probe.

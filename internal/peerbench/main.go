@@ -36,7 +36,7 @@ const (
 type options struct {
 	n, warm         int
 	bin             string
-	lstopo, nodeExp string // "" searches PATH, /usr/sbin, /usr/bin; "none" skips the peer
+	lstopo, nodeExp string // "" searches PATH, /usr/sbin, /usr/bin; "none" skips the peer; nodeExp "build" builds nodeExporterModule
 	long            bool
 	timeout         time.Duration
 }
@@ -47,7 +47,7 @@ func main() {
 	flag.IntVar(&o.warm, "warmup", 2, "unmeasured warm-up pairs per figure")
 	flag.StringVar(&o.bin, "bin", "", "gpuaffinity binary to measure (default: go build -trimpath ./cmd/gpuaffinity into a temporary directory)")
 	flag.StringVar(&o.lstopo, "lstopo", "", `lstopo-no-graphics binary (default: search PATH, /usr/sbin, /usr/bin; "none": as if not installed)`)
-	flag.StringVar(&o.nodeExp, "node-exporter", "", `node_exporter binary (default: search node_exporter, then prometheus-node-exporter; "none": as if not installed)`)
+	flag.StringVar(&o.nodeExp, "node-exporter", "build", `node_exporter binary; "build": go install `+nodeExporterModule+` (the release whose InfiniBand counters the agent mirrors), else search as ""; "": search node_exporter, then prometheus-node-exporter; "none": as if not installed`)
 	flag.BoolVar(&o.long, "long", false, fmt.Sprintf("also scrape the agent %d times and report its RSS growth", rssLongScrapes))
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "limit for the whole run")
 	flag.Usage = func() {
@@ -178,7 +178,18 @@ func (b *bench) setup(ctx context.Context) error {
 	if b.lstopo, err = peerPath(b.opt.lstopo, "lstopo-no-graphics"); err != nil {
 		return err
 	}
-	if b.nodeExp, err = peerPath(b.opt.nodeExp, "node_exporter", "prometheus-node-exporter"); err != nil {
+	neFlag := b.opt.nodeExp
+	if neFlag == "build" {
+		neFlag = ""
+		out := filepath.Join(b.tmp, "node_exporter-build")
+		progress("building %s", nodeExporterModule)
+		if err := goInstall(ctx, b.tmp, out, nodeExporterModule); err != nil {
+			progress("%v; measuring the installed node_exporter instead", err)
+		} else {
+			neFlag = filepath.Join(out, "node_exporter")
+		}
+	}
+	if b.nodeExp, err = peerPath(neFlag, "node_exporter", "prometheus-node-exporter"); err != nil {
 		return err
 	}
 	for _, m := range []struct{ demo, dir string }{
@@ -255,6 +266,27 @@ func goBuild(ctx context.Context, dir, out, pkg, tags string) error {
 	}
 	if o, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, o)
+	}
+	return nil
+}
+
+// nodeExporterModule is the node_exporter release figures 4 and 5 build
+// and measure: the one whose infiniband collector the agent's RDMA
+// metrics mirror (exporter/rdma.go), reading the same counters/ and
+// hw_counters/ files. Older releases (Debian's 1.5.0) read counters/
+// only, half the files: -node-exporter PATH measures one of those.
+const nodeExporterModule = "github.com/prometheus/node_exporter@v1.12.1"
+
+// goInstall builds the main package at module@version into the directory
+// gobin, outside this module (its own go.mod and go.sum decide).
+func goInstall(ctx context.Context, dir, gobin, modVersion string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", modVersion)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=", "GOWORK=off")
+	if o, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go install %s: %w\n%s", modVersion, err, o)
 	}
 	return nil
 }

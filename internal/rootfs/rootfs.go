@@ -401,8 +401,9 @@ func (r *Root) Readlink(rel string) (string, error) {
 // counter files of a few port directories resolves each directory once.
 type Dir struct {
 	r   *Root
-	rel string // the directory, relative to the root
-	fd  int    // -1 for a memory root
+	rel string   // the directory, relative to the root
+	fd  int      // -1 for a memory root
+	mn  *memNode // a memory root's directory
 }
 
 // OpenDir opens the directory rel, resolved inside the root as every
@@ -416,7 +417,7 @@ func (r *Root) OpenDir(rel string) (*Dir, error) {
 		if !n.mode.IsDir() {
 			return nil, &fs.PathError{Op: "open", Path: r.Path(rel), Err: syscall.ENOTDIR}
 		}
-		return &Dir{r: r, rel: p, fd: -1}, nil
+		return &Dir{r: r, rel: p, fd: -1, mn: n}, nil
 	}
 	fd, err := r.open(rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -444,10 +445,14 @@ func (d *Dir) ReadFile(name string, limit int) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: d.Path(name), Err: syscall.EINVAL}
 	}
 	if d.fd < 0 {
-		if n, ok := d.r.mem.nodes[path.Join(d.rel, name)]; ok && n.mode&fs.ModeSymlink != 0 {
+		n, ok := child(d.mn, name)
+		switch {
+		case !ok || n.mode.IsDir(): // its error, as the root's
+			return d.r.mem.readFile(path.Join(d.rel, name), limit)
+		case n.mode&fs.ModeSymlink != 0:
 			return nil, fmt.Errorf("open %s: a link: %w", d.Path(name), sysattr.ErrNotRegular)
 		}
-		return d.r.mem.readFile(path.Join(d.rel, name), limit)
+		return d.r.mem.contents(path.Join(d.rel, name), n, limit)
 	}
 	var fd int
 	var err error
@@ -516,8 +521,8 @@ func (d *Dir) Exists(name string) bool {
 		return false
 	}
 	if d.fd < 0 {
-		_, err := d.r.mem.stat(path.Join(d.rel, name), false)
-		return err == nil
+		_, ok := child(d.mn, name)
+		return ok
 	}
 	var st unix.Stat_t
 	return unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil

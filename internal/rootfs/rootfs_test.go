@@ -75,6 +75,111 @@ func modes(t *testing.T, fn func(t *testing.T, r *Root, root string)) {
 		root, _ := tree(t)
 		fn(t, fromDisk(t, root), root)
 	})
+	t.Run("tree", func(t *testing.T) {
+		root, _ := tree(t)
+		fn(t, fromDiskTree(t, root), root)
+	})
+}
+
+// fromDiskTree is fromDisk through a TreeBuilder: the tree in pre-order,
+// names ascending (as WalkDir walks).
+func fromDiskTree(t *testing.T, dir string) *Root {
+	t.Helper()
+	b := NewTreeBuilder(dir, 0)
+	index := map[string]int{".": -1}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		parent := index[filepath.Dir(rel)]
+		var mode fs.FileMode
+		var data []byte
+		var target string
+		switch {
+		case d.IsDir():
+			mode = fs.ModeDir
+		case d.Type()&fs.ModeSymlink != 0:
+			mode = fs.ModeSymlink
+			if target, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			if data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		default:
+			return nil // a FIFO: a memory root has none
+		}
+		index[rel] = len(index) - 1
+		return b.Add(parent, d.Name(), mode, data, target)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Memory().Root()
+}
+
+// TreeBuilder refuses what would make a tree no directory listing can
+// hold, and adds nothing then; a file added with File afterwards joins
+// the listing once.
+func TestTreeBuilder(t *testing.T) {
+	b := NewTreeBuilder("t", 4)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.Add(-1, "sys", fs.ModeDir, nil, ""))   // 0
+	must(b.Add(0, "a", 0, []byte("1\n"), ""))     // 1
+	must(b.Add(0, "b", fs.ModeSymlink, nil, "a")) // 2
+	must(b.Add(0, "c", fs.ModeDir, nil, ""))      // 3
+	for _, tc := range []struct {
+		parent int
+		name   string
+		mode   fs.FileMode
+		want   string
+	}{
+		{1, "x", 0, "not an earlier directory"}, // a file as parent
+		{9, "x", 0, "not an earlier directory"}, // a later node
+		{0, "a", 0, "out of order or twice"},    // twice
+		{0, "B", 0, "out of order or twice"},    // before "c" in byte order
+		{0, "", 0, "bad name"},
+		{0, "..", 0, "bad name"},
+		{0, "x/y", 0, "bad name"},
+		{0, "x", fs.ModeNamedPipe, "mode"},
+	} {
+		if err := b.Add(tc.parent, tc.name, tc.mode, nil, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Add(%d, %q, %v) = %v; want %q", tc.parent, tc.name, tc.mode, err, tc.want)
+		}
+	}
+	m := b.Memory()
+	m.File("sys/d", []byte("2\n")) // after the tree, in order
+	m.File("sys/a", []byte("3\n")) // replaces the builder's file
+	r := m.Root()
+	entries, err := r.ReadDir("sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "a b c d" {
+		t.Errorf("sys holds %q; want a b c d", got)
+	}
+	for rel, want := range map[string]string{"sys/a": "3", "sys/b": "3", "sys/d": "2"} {
+		if s, err := r.String(rel); err != nil || s != want {
+			t.Errorf("String(%s) = %q, %v; want %q", rel, s, err, want)
+		}
+	}
+	if _, err := r.ReadFile("sys/c/none", 16); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
 }
 
 // fromDisk copies the tree under dir into a Memory root of the same
