@@ -3,6 +3,7 @@ package nvml
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -311,6 +312,20 @@ func (g *gpuReader) ok(call string, r nvml.Return) bool {
 	return r == nvml.SUCCESS
 }
 
+// okAt is ok for call(arg): the name is made only for a warning (a
+// scrape asks hundreds of link calls).
+func (g *gpuReader) okAt(call string, arg int, r nvml.Return) bool {
+	return g.okCall(r, func() string { return call + "(" + strconv.Itoa(arg) + ")" })
+}
+
+// okCall is ok with the call's name made only for a warning.
+func (g *gpuReader) okCall(r nvml.Return, call func() string) bool {
+	if r != nvml.SUCCESS && r != nvml.ERROR_NOT_SUPPORTED {
+		g.fail(call(), r, false)
+	}
+	return r == nvml.SUCCESS
+}
+
 // must reports whether a required call succeeded; any failure, NOT_SUPPORTED
 // included, makes the GPU's State "error".
 func (g *gpuReader) must(call string, r nvml.Return) bool {
@@ -400,7 +415,7 @@ func (g *gpuReader) discoverySteps(dev nvml.Device) []func() {
 		},
 		func() {
 			n := affinityCPUs()
-			if words, r := dev.GetCpuAffinity(n); g.ok(fmt.Sprintf("GetCpuAffinity(%d)", n), r) {
+			if words, r := dev.GetCpuAffinity(n); g.okAt("GetCpuAffinity", n, r) {
 				g.gpu.CPUAffinity = cpusOf(words)
 			}
 		},
@@ -488,7 +503,7 @@ func (g *gpuReader) readNVLinks(dev nvml.Device) {
 		if r == nvml.ERROR_INVALID_ARGUMENT {
 			return
 		}
-		if !g.ok(fmt.Sprintf("GetNvLinkState(%d)", n), r) {
+		if !g.okAt("GetNvLinkState", n, r) {
 			if g.lost() {
 				return
 			}
@@ -512,13 +527,13 @@ func (g *gpuReader) readNVLinks(dev nvml.Device) {
 // readLinkEnds asks an active link's version and remote end.
 func (g *gpuReader) readLinkEnds(dev nvml.Device, link *NVLink) {
 	n := link.Link
-	if v, r := dev.GetNvLinkVersion(n); g.ok(fmt.Sprintf("GetNvLinkVersion(%d)", n), r) {
+	if v, r := dev.GetNvLinkVersion(n); g.okAt("GetNvLinkVersion", n, r) {
 		link.Version = int(v)
 	}
 	if g.lost() {
 		return
 	}
-	if info, r := dev.GetNvLinkRemotePciInfo(n); g.ok(fmt.Sprintf("GetNvLinkRemotePciInfo(%d)", n), r) {
+	if info, r := dev.GetNvLinkRemotePciInfo(n); g.okAt("GetNvLinkRemotePciInfo", n, r) {
 		id := cString(info.BusId[:])
 		if bus, err := SysfsBusID(id); err == nil {
 			link.RemoteBusID = bus
@@ -529,7 +544,7 @@ func (g *gpuReader) readLinkEnds(dev nvml.Device, link *NVLink) {
 	if g.lost() {
 		return
 	}
-	if t, r := dev.GetNvLinkRemoteDeviceType(n); g.ok(fmt.Sprintf("GetNvLinkRemoteDeviceType(%d)", n), r) {
+	if t, r := dev.GetNvLinkRemoteDeviceType(n); g.okAt("GetNvLinkRemoteDeviceType", n, r) {
 		link.RemoteType = remoteType(t)
 	}
 }
@@ -551,7 +566,7 @@ var nvlinkCounters = []struct {
 func (g *gpuReader) readLinkErrors(dev nvml.Device, link *NVLink) {
 	for _, c := range nvlinkCounters {
 		v, r := dev.GetNvLinkErrorCounter(link.Link, c.counter)
-		if g.ok(fmt.Sprintf("GetNvLinkErrorCounter(%d, %s)", link.Link, c.name), r) {
+		if g.okCall(r, func() string { return fmt.Sprintf("GetNvLinkErrorCounter(%d, %s)", link.Link, c.name) }) {
 			*c.field(link) = &v
 		}
 		if g.lost() {

@@ -96,12 +96,6 @@ func LoadReplay(path string) (nvml.Interface, error) {
 	return loadReplay(path, data, err)
 }
 
-// LoadReplayData is LoadReplay of a file already read; name names it in
-// errors.
-func LoadReplayData(name string, data []byte) (nvml.Interface, error) {
-	return loadReplay(name, data, nil)
-}
-
 // DecodeReplay decodes and checks an nvml.json file already read, as
 // LoadReplay does; name names it in errors.
 func DecodeReplay(name string, data []byte) (ReplayFile, error) {

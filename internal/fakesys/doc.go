@@ -16,6 +16,14 @@
 // into a test's temp dir), and Expectation returns the hand-written
 // expected pairing of each (never derived from the program's output).
 //
+// BuildMachineMemory (what --demo uses) loads a machine from its prebuilt
+// image instead, images/NAME.img.gz: the same tree and NVML answers in a
+// compact form, a millisecond to load where building from the spec took
+// tens. go generate ./internal/fakesys writes the images (BuildImage);
+// TestImagesMatchSpecs fails while one differs from what its spec or
+// capture builds, so a changed spec, capture or builder needs a go
+// generate in the same change. Tests build from the specs directly.
+//
 // What Build writes follows the kernel's formats (see
 // ../shared/research/fake-sysfs.md): every attribute ends with a newline,
 // links are relative as sysfs_get_target_path() writes them, masks have as

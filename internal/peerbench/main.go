@@ -70,6 +70,7 @@ type bench struct {
 	bin     string
 	lstopo  string // "" when not installed
 	nodeExp string // "" when not installed
+	neBuilt bool   // nodeExp is nodeExporterModule, built in this run
 	devNull *os.File
 	env     []string // the children's base environment
 	rows    []row
@@ -186,7 +187,7 @@ func (b *bench) setup(ctx context.Context) error {
 		if err := goInstall(ctx, b.tmp, out, nodeExporterModule); err != nil {
 			progress("%v; measuring the installed node_exporter instead", err)
 		} else {
-			neFlag = filepath.Join(out, "node_exporter")
+			neFlag, b.neBuilt = filepath.Join(out, "node_exporter"), true
 		}
 	}
 	if b.nodeExp, err = peerPath(neFlag, "node_exporter", "prometheus-node-exporter"); err != nil {
@@ -717,7 +718,11 @@ func (b *bench) print(ctx context.Context, w io.Writer) {
 		b.opt.warm, b.opt.n)
 	fmt.Fprintf(w, "- gpuaffinity: %s\n", oursVersion)
 	fmt.Fprintf(w, "- lstopo-no-graphics: %s\n", version(b.lstopo))
-	fmt.Fprintf(w, "- node_exporter: %s\n", version(b.nodeExp))
+	if b.neBuilt {
+		fmt.Fprintf(w, "- node_exporter: %s (%s, built here)\n", b.nodeExp, nodeExporterModule)
+	} else {
+		fmt.Fprintf(w, "- node_exporter: %s\n", version(b.nodeExp))
+	}
 	fmt.Fprintf(w, "- minimal program: Go, cgo-linked, built here with %s\n", runtime.Version())
 	fmt.Fprintf(w, "- host: %d CPUs, %s/%s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
 

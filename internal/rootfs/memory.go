@@ -33,9 +33,9 @@ type memNode struct {
 	data    []byte
 	lazy    func() []byte // a LazyFile's contents, made at its first read
 	once    sync.Once
-	target  string        // a link's target, as written
-	entries []fs.DirEntry // a directory's (*memNode), sorted once the root is built
-	sorted  bool          // entries are in name order
+	target  string     // a link's target, as written
+	entries []*memNode // a directory's, sorted once the root is built
+	sorted  bool       // entries are in name order
 }
 
 // NewMemory returns an empty in-memory root; name stands for its
@@ -164,7 +164,7 @@ func (m *Memory) add(p string, n *memNode) {
 func (m *Memory) Root() *Root {
 	for _, n := range m.unsorted {
 		if !n.sorted {
-			slices.SortFunc(n.entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+			slices.SortFunc(n.entries, func(a, b *memNode) int { return strings.Compare(a.name, b.name) })
 			n.sorted = true
 		}
 	}
@@ -306,13 +306,13 @@ func (m *Memory) plain(p string, follow bool) (link int, n *memNode, ok bool) {
 // child is the entry called name of the directory n, whose entries are
 // sorted (Root sorted them).
 func child(n *memNode, name string) (*memNode, bool) {
-	i, ok := slices.BinarySearchFunc(n.entries, name, func(e fs.DirEntry, name string) int {
-		return strings.Compare(e.Name(), name)
+	i, ok := slices.BinarySearchFunc(n.entries, name, func(e *memNode, name string) int {
+		return strings.Compare(e.name, name)
 	})
 	if !ok {
 		return nil, false
 	}
-	return n.entries[i].(*memNode), true
+	return n.entries[i], true
 }
 
 // find is the node at the path p of directories (no links on the way).
@@ -404,12 +404,17 @@ func (m *Memory) readFile(rel string, limit int) ([]byte, error) {
 // contents is the data of n, found at rel: a directory is refused, a
 // file over limit is ErrTooLarge.
 func (m *Memory) contents(rel string, n *memNode, limit int) ([]byte, error) {
+	return m.contentsAt(func() string { return rel }, n, limit)
+}
+
+// contentsAt is contents with the path made only for an error.
+func (m *Memory) contentsAt(rel func() string, n *memNode, limit int) ([]byte, error) {
 	if n.mode.IsDir() {
-		return nil, fmt.Errorf("read %s: a directory: %w", path.Join(m.name, rel), sysattr.ErrNotRegular)
+		return nil, fmt.Errorf("read %s: a directory: %w", path.Join(m.name, rel()), sysattr.ErrNotRegular)
 	}
 	data := n.contents()
 	if len(data) > limit {
-		return nil, fmt.Errorf("read %s: %w (%d bytes, over the %d-byte limit)", path.Join(m.name, rel), sysattr.ErrTooLarge, len(data), limit)
+		return nil, fmt.Errorf("read %s: %w (%d bytes, over the %d-byte limit)", path.Join(m.name, rel()), sysattr.ErrTooLarge, len(data), limit)
 	}
 	return data, nil
 }
@@ -422,7 +427,11 @@ func (m *Memory) readDir(rel string) ([]fs.DirEntry, error) {
 	if !n.mode.IsDir() {
 		return nil, &fs.PathError{Op: "readdirent", Path: path.Join(m.name, rel), Err: syscall.ENOTDIR}
 	}
-	return slices.Clone(n.entries), nil
+	out := make([]fs.DirEntry, len(n.entries))
+	for i, e := range n.entries {
+		out[i] = e
+	}
+	return out, nil
 }
 
 func (m *Memory) stat(rel string, follow bool) (fs.FileInfo, error) {

@@ -452,7 +452,7 @@ func (d *Dir) ReadFile(name string, limit int) ([]byte, error) {
 		case n.mode&fs.ModeSymlink != 0:
 			return nil, fmt.Errorf("open %s: a link: %w", d.Path(name), sysattr.ErrNotRegular)
 		}
-		return d.r.mem.contents(path.Join(d.rel, name), n, limit)
+		return d.r.mem.contentsAt(func() string { return d.rel + "/" + name }, n, limit)
 	}
 	var fd int
 	var err error
