@@ -286,6 +286,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		})
 	}
 
+	var nfdTick <-chan time.Time
+	if a.opts.NFDFile != "" {
+		t := time.NewTicker(nfdRefresh)
+		defer t.Stop()
+		nfdTick = t.C
+	}
 	var tick <-chan time.Time
 	if a.opts.Rescan > 0 {
 		t := time.NewTicker(a.opts.Rescan)
@@ -299,6 +305,8 @@ loop:
 			break loop
 		case err = <-serveErr:
 			break loop
+		case <-nfdTick:
+			a.refreshNFD()
 		case <-tick:
 			a.round(ctx, "interval")
 			a.startXIDWatch(ctx, &wg)
@@ -483,7 +491,7 @@ func (a *Agent) runRound(ctx context.Context, why string, start time.Time) {
 	} else {
 		repp = &rep
 		if a.opts.NFDFile != "" {
-			if err := atomicfile.Write(a.opts.NFDFile, []byte(health.NFDFeatures(rep, n)), 0o644); err != nil {
+			if err := a.writeNFD(rep, n); err != nil {
 				writeOK = false
 				a.log.Error("writing the NFD feature file", "err", err)
 			}
@@ -534,4 +542,31 @@ func (a *Agent) status() string {
 		return fmt.Sprintf("%d GPUs, %d NICs; unhealthy: %s", len(s.Node.GPUs), len(s.Node.NICs), s.Health.Summary())
 	}
 	return fmt.Sprintf("%d GPUs, %d NICs; healthy", len(s.Node.GPUs), len(s.Node.NICs))
+}
+
+// The NFD feature file expires nfdTTL after it is written, and the agent
+// rewrites it every nfdRefresh (and after each health gate), whatever
+// --rescan is: its labels outlive the agent by at most nfdTTL.
+const (
+	nfdRefresh = 10 * time.Minute
+	nfdTTL     = 3 * nfdRefresh
+)
+
+// writeNFD writes the NFD feature file for the gate's report on n.
+func (a *Agent) writeNFD(rep health.Report, n topology.Node) error {
+	return atomicfile.Write(a.opts.NFDFile, []byte(health.NFDFeatures(rep, n, time.Now().Add(nfdTTL))), 0o644)
+}
+
+// refreshNFD rewrites the NFD feature file from the last gate, pushing its
+// expiry on; with no gate yet there is nothing to say.
+func (a *Agent) refreshNFD() {
+	a.mu.RLock()
+	s := a.state
+	a.mu.RUnlock()
+	if s.Health == nil || s.Node == nil {
+		return
+	}
+	if err := a.writeNFD(*s.Health, *s.Node); err != nil {
+		a.log.Error("refreshing the NFD feature file", "err", err)
+	}
 }

@@ -71,8 +71,21 @@ func TestAgentServesAndWritesState(t *testing.T) {
 	if strings.Join(env, "\n") != strings.Join(want, "\n") {
 		t.Errorf("env file:\n%s\nwant\n%s", strings.Join(env, "\n"), strings.Join(want, "\n"))
 	}
-	if got := strings.Join(lines(t, nfd)[1:], "\n"); got != "gpuaffinity.io/healthy=true\ngpuaffinity.io/fabric=infiniband\ngpuaffinity.io/aligned=true" {
+	nfdLines := lines(t, nfd)
+	if got := strings.Join(nfdLines[2:], "\n"); got != "gpuaffinity.io/healthy=true\ngpuaffinity.io/fabric=infiniband\ngpuaffinity.io/aligned=true" {
 		t.Errorf("NFD file:\n%s", got)
+	}
+	// NFD's expiry directive first: the labels go nfdTTL after the last
+	// write, so a dead agent does not leave healthy=true behind.
+	exp, ok := strings.CutPrefix(nfdLines[0], "# +expiry-time=")
+	if at, err := time.Parse(time.RFC3339, exp); !ok || err != nil || at.Before(time.Now().Add(nfdTTL-time.Minute)) || at.After(time.Now().Add(nfdTTL)) {
+		t.Errorf("NFD file's first line %q: want # +expiry-time= about %s from now", nfdLines[0], nfdTTL)
+	}
+	// The refresh (every nfdRefresh, whatever --rescan) pushes it on.
+	time.Sleep(1100 * time.Millisecond)
+	r.a.refreshNFD()
+	if again := lines(t, nfd); again[0] <= nfdLines[0] || strings.Join(again[2:], "\n") != strings.Join(nfdLines[2:], "\n") {
+		t.Errorf("after refreshNFD: %q, before %q; want a later expiry and the same labels", again, nfdLines)
 	}
 
 	// Endpoints.
@@ -81,7 +94,8 @@ func TestAgentServesAndWritesState(t *testing.T) {
 		code       int
 	}{
 		{"/healthz", "ok\n", 200},
-		{"/readyz", "ok: healthy (profile pretrain", 200},
+		{"/health", "ok: healthy (profile pretrain", 200},
+		{"/readyz", "ready: serving; node healthy\n", 200},
 		{"/", "test-1", 200},
 		{"/metrics", "", 200},
 		{"/nosuch", "404", 404},
@@ -132,6 +146,7 @@ func TestReadyBeforeDiscovery(t *testing.T) {
 	}{
 		"/healthz":  {200, "ok\n"},
 		"/readyz":   {503, "not ready: no discovery yet\n"},
+		"/health":   {503, "not ready: no discovery yet\n"},
 		"/topology": {503, "no topology yet\n"},
 	} {
 		rec := httptest.NewRecorder()
@@ -168,8 +183,8 @@ func TestRescanFailureAndReplayChange(t *testing.T) {
 		!strings.Contains(m, "\ngpuaffinity_topology_aligned 1\n") {
 		t.Errorf("/metrics after a failed rescan lacks discovery_success 0 or the last node's topology:\n%s", grepLines(m, "gpuaffinity_discovery_", "gpuaffinity_topology_aligned"))
 	}
-	if code, body := r.get(t, "/readyz"); code != 200 {
-		t.Errorf("/readyz after a failed rescan (last gate passed): %d %s", code, body)
+	if code, body := r.get(t, "/health"); code != 200 {
+		t.Errorf("/health after a failed rescan (last gate passed): %d %s", code, body)
 	}
 
 	// Back, with GPU 2's link 5 down in nvml.json.
@@ -182,9 +197,18 @@ func TestRescanFailureAndReplayChange(t *testing.T) {
 	if !st.Discovery.OK || st.Node == first.Node || st.Node.GPUs[2].NVLinks[5].Active {
 		t.Fatalf("after the good rescan: OK %t, err %q", st.Discovery.OK, st.Discovery.Err)
 	}
-	code, body := r.get(t, "/readyz")
+	code, body := r.get(t, "/health")
 	if code != 503 || !strings.HasPrefix(body, "unhealthy: nvlink.active: GPU 2 ") || !strings.Contains(body, "17 of 18 NVLinks active") {
-		t.Errorf("/readyz with a link down = %d %q", code, body)
+		t.Errorf("/health with a link down = %d %q", code, body)
+	}
+	// Readiness is serving, not health: the unhealthy node's agent stays
+	// ready (a rollout finishes, the Service keeps its metrics), and the
+	// verdict is in the metrics.
+	if code, body := r.get(t, "/readyz"); code != 200 || body != "ready: serving; node unhealthy (see /health)\n" {
+		t.Errorf("/readyz with a link down = %d %q; want 200", code, body)
+	}
+	if _, body := r.get(t, "/metrics"); !strings.Contains(body, "\ngpuaffinity_health_healthy 0\n") {
+		t.Errorf("/metrics with a link down: no gpuaffinity_health_healthy 0")
 	}
 }
 
@@ -224,12 +248,12 @@ func TestNVMLMissing(t *testing.T) {
 }
 
 // assertNVMLGateFails checks that the agent's gate reports NVML's failure
-// on /readyz and in its health metrics.
+// on /health and in its health metrics.
 func assertNVMLGateFails(t *testing.T, r *running, nvmlErr string) {
 	t.Helper()
-	code, body := r.get(t, "/readyz")
+	code, body := r.get(t, "/health")
 	if code != 503 || !strings.HasPrefix(body, "unhealthy: gpu.visible: NVML failed") || !strings.Contains(body, nvmlErr) {
-		t.Errorf("/readyz with NVML failing (%s) = %d %q", nvmlErr, code, body)
+		t.Errorf("/health with NVML failing (%s) = %d %q", nvmlErr, code, body)
 	}
 	_, metrics := r.get(t, "/metrics")
 	for _, want := range []string{"\ngpuaffinity_health_healthy 0\n", "\ngpuaffinity_health_check_failed{check=\"gpu.visible\"} 1\n"} {
@@ -264,9 +288,9 @@ func TestExpect(t *testing.T) {
 	if st.ExpectedNVLinks[7] != 18 || len(st.ExpectedNVLinks) != 8 {
 		t.Errorf("ExpectedNVLinks = %v", st.ExpectedNVLinks)
 	}
-	code, body := r.get(t, "/readyz")
+	code, body := r.get(t, "/health")
 	if code != 503 || !strings.HasPrefix(body, "unhealthy: gpu.count: 8 GPUs on the PCI bus, expected 16\n") {
-		t.Errorf("/readyz expecting 16 GPUs = %d %q", code, body)
+		t.Errorf("/health expecting 16 GPUs = %d %q", code, body)
 	}
 	if st.Health.Profile != health.Inference {
 		t.Errorf("profile %s", st.Health.Profile)

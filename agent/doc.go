@@ -8,7 +8,8 @@
 //	/          landing page
 //	/metrics   the exporter package's metrics (docs/metrics.md)
 //	/healthz   200 while the process serves
-//	/readyz    200 when the last health gate passed, else 503 and why
+//	/readyz    200 once the first discovery has run (serving), else 503
+//	/health    200 when the last health gate passed, else 503 and why
 //	/topology  the last good node as topology JSON
 //
 // Files under the state directory (each replaced atomically with

@@ -19,8 +19,9 @@ func (a *Agent) routes() (http.Handler, error) {
 		Links: []web.LandingLinks{
 			{Address: "/metrics", Text: "Metrics", Description: "Prometheus metrics (docs/metrics.md)"},
 			{Address: "/topology", Text: "Topology", Description: "the node as gpuaffinity.topology/v1 JSON"},
-			{Address: "/readyz", Text: "Ready", Description: "200 when the last health gate passed"},
-			{Address: "/healthz", Text: "Health", Description: "200 while the agent serves"},
+			{Address: "/health", Text: "Health gate", Description: "200 when the last health gate passed, else 503 and why"},
+			{Address: "/readyz", Text: "Ready", Description: "200 once the first discovery has run and the agent serves"},
+			{Address: "/healthz", Text: "Alive", Description: "200 while the agent serves"},
 		},
 	})
 	if err != nil {
@@ -33,14 +34,42 @@ func (a *Agent) routes() (http.Handler, error) {
 		text(w, http.StatusOK, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", a.serveReady)
+	mux.HandleFunc("GET /health", a.serveHealth)
 	mux.HandleFunc("GET /topology", a.serveTopology)
 	return mux, nil
 }
 
-// serveReady answers 200 when the last health gate passed, else 503 with
-// the reason: no discovery yet, discovery failed, the gate could not run,
-// or the gate's failures.
+// serveReady answers 200 once the first discovery round has ended, good
+// or not: from then on every endpoint answers (a failed round's reason is
+// on /health, in the metrics and the log), so a rollout or a Service does
+// not wait on the node's health. Before it, 503. The gate's verdict is
+// /health's, never readiness: an unhealthy node's agent must stay ready,
+// or its metrics and the verdict itself leave the Service and
+// `kubectl rollout status` never ends.
 func (a *Agent) serveReady(w http.ResponseWriter, r *http.Request) {
+	a.mu.RLock()
+	s := a.state
+	a.mu.RUnlock()
+	if s.Node == nil && s.Discovery.Last.IsZero() {
+		text(w, http.StatusServiceUnavailable, "not ready: no discovery yet\n")
+		return
+	}
+	verdict := "healthy"
+	switch {
+	case s.Node == nil:
+		verdict = "discovery failed (see /health)"
+	case s.Health == nil:
+		verdict = "health gate not run (see /health)"
+	case !s.Health.Healthy:
+		verdict = "unhealthy (see /health)"
+	}
+	text(w, http.StatusOK, "ready: serving; node "+verdict+"\n")
+}
+
+// serveHealth answers the health gate: 200 when the last gate passed,
+// else 503 with the reason: no discovery yet, discovery failed, the gate
+// could not run, or the gate's failures.
+func (a *Agent) serveHealth(w http.ResponseWriter, r *http.Request) {
 	a.mu.RLock()
 	s, gateErr := a.state, a.gateErr
 	a.mu.RUnlock()

@@ -52,7 +52,7 @@ func blockingInit() (lib *mock.Interface, entered, release chan struct{}) {
 }
 
 // A panic in discovery (here NVML's Init, as a hostile nvml.json made the
-// replay panic) is the round's error: /readyz says so, the metric is 0,
+// replay panic) is the round's error: /health says so (/readyz stays ready), the metric is 0,
 // the log has it (and the stack at debug), the agent keeps serving and
 // answers SIGHUP, and the next round recovers.
 func TestDiscoveryPanic(t *testing.T) {
@@ -67,7 +67,10 @@ func TestDiscoveryPanic(t *testing.T) {
 	var logs syncBuffer
 	r := startAgent(t, Options{Root: fakesystest.Root(t, "dgx-h100"), NVML: lib, Logger: bufLogger(&logs)})
 
-	if code, body := r.get(t, "/readyz"); code != 503 || body != "not ready: discovery failed: panic: boom\n" {
+	if code, body := r.get(t, "/health"); code != 503 || body != "not ready: discovery failed: panic: boom\n" {
+		t.Errorf("/health after a panic in discovery = %d %q", code, body)
+	}
+	if code, body := r.get(t, "/readyz"); code != 200 || body != "ready: serving; node discovery failed (see /health)\n" {
 		t.Errorf("/readyz after a panic in discovery = %d %q", code, body)
 	}
 	if code, _ := r.get(t, "/healthz"); code != 200 {
@@ -88,8 +91,8 @@ func TestDiscoveryPanic(t *testing.T) {
 	if !st.Discovery.OK || st.Node == nil || len(st.Node.GPUs) != 8 {
 		t.Fatalf("after a good round: OK %t err %q", st.Discovery.OK, st.Discovery.Err)
 	}
-	if code, body := r.get(t, "/readyz"); strings.Contains(body, "discovery failed") {
-		t.Errorf("/readyz after a good round = %d %q", code, body)
+	if code, body := r.get(t, "/health"); strings.Contains(body, "discovery failed") {
+		t.Errorf("/health after a good round = %d %q", code, body)
 	}
 	if code, _ := r.get(t, "/topology"); code != 200 {
 		t.Errorf("/topology after a good round = %d", code)
@@ -125,8 +128,8 @@ func TestDiscoveryTimeoutAndStopWhileStuck(t *testing.T) {
 		DiscoveryTimeout: 200 * time.Millisecond, ShutdownTimeout: 2 * time.Second})
 	<-entered
 
-	if code, body := r.get(t, "/readyz"); code != 503 || body != "not ready: discovery failed: discovery timed out after 200ms\n" {
-		t.Errorf("/readyz with discovery stuck = %d %q", code, body)
+	if code, body := r.get(t, "/health"); code != 503 || body != "not ready: discovery failed: discovery timed out after 200ms\n" {
+		t.Errorf("/health with discovery stuck = %d %q", code, body)
 	}
 	if code, _ := r.get(t, "/healthz"); code != 200 {
 		t.Errorf("/healthz with discovery stuck = %d", code)

@@ -81,7 +81,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 		TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 
 	get := func(scheme, user, pass string) (int, string, error) {
-		req, _ := http.NewRequest("GET", scheme+"://"+addr+"/readyz", nil)
+		req, _ := http.NewRequest("GET", scheme+"://"+addr+"/health", nil)
 		if user != "" {
 			req.SetBasicAuth(user, pass)
 		}

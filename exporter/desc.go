@@ -34,7 +34,7 @@ var (
 	descDiscoveryLastOK    = newDesc("discovery_last_success_timestamp_seconds", "Time of the last successful discovery.")
 	descDiscoveryDuration  = newDesc("discovery_duration_seconds", "How long the last discovery took.")
 	descStateWriteSuccess  = newDesc("state_write_success", "1 when the files under --state-dir were last written without error.")
-	descHealthHealthy      = newDesc("health_healthy", "1 when the last health gate passed (what /readyz answers).")
+	descHealthHealthy      = newDesc("health_healthy", "1 when the last health gate passed (what /health answers).")
 	descHealthCheckFailed  = newDesc("health_check_failed", "1 for each check that failed at the last health gate, 0 for the others.", "check")
 	descHealthLastRun      = newDesc("health_last_run_timestamp_seconds", "Time of the last health gate.")
 	descXIDErrors          = newDesc("gpu_xid_errors_total", "XID critical errors seen by the agent's NVML event watch, by code.", "gpu", "xid")

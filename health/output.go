@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -75,8 +76,11 @@ func Truncate(s string, n int) string {
 
 // NFDFeatures is a Node Feature Discovery local feature file:
 // gpuaffinity.io/healthy, /fabric (the compute NICs' fabric, "none"
-// without one) and /aligned (topo.aligned passed).
-func NFDFeatures(r Report, n topology.Node) string {
+// without one) and /aligned (topo.aligned passed). A non-zero expires
+// heads it with NFD's "# +expiry-time=" directive (RFC 3339, UTC): NFD
+// drops the labels after it, so a writer that stops (a dead or removed
+// agent) does not leave gpuaffinity.io/healthy=true behind.
+func NFDFeatures(r Report, n topology.Node, expires time.Time) string {
 	fabric := "none"
 	for _, c := range n.NICs {
 		if c.Role == topology.RoleCompute {
@@ -90,6 +94,10 @@ func NFDFeatures(r Report, n topology.Node) string {
 			aligned = x.Verdict == Pass
 		}
 	}
-	return fmt.Sprintf("# written by gpuaffinity check at %s\ngpuaffinity.io/healthy=%t\ngpuaffinity.io/fabric=%s\ngpuaffinity.io/aligned=%t\n",
-		r.Time.Format("2006-01-02T15:04:05Z"), r.Healthy, fabric, aligned)
+	var head string
+	if !expires.IsZero() {
+		head = "# +expiry-time=" + expires.UTC().Format(time.RFC3339) + "\n"
+	}
+	return fmt.Sprintf("%s# written by gpuaffinity check at %s\ngpuaffinity.io/healthy=%t\ngpuaffinity.io/fabric=%s\ngpuaffinity.io/aligned=%t\n",
+		head, r.Time.Format("2006-01-02T15:04:05Z"), r.Healthy, fabric, aligned)
 }

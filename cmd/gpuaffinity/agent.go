@@ -32,7 +32,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run the daemon: state files, health gate, /metrics /healthz /readyz /topology",
+		Short: "Run the daemon: state files, health gate, /metrics /healthz /readyz /health /topology",
 		Long: `agent discovers the node at start, on SIGHUP and every --rescan, keeping
 the last good node when a rescan fails. After each discovery it writes
 topology.json, launch.node (the compact node env and cpumap read), nccl-topo.xml
@@ -42,8 +42,9 @@ the NIC counter interval); --nfd-file is rewritten after each gate.
 
 HTTP (--web.listen-address, TLS and basic auth from --web.config.file,
 exporter-toolkit's format): / landing page, /metrics (docs/metrics.md),
-/healthz (200 while serving), /readyz (200 when the last gate passed, 503
-and the reason otherwise), /topology (the JSON). Under systemd it is a
+/healthz (200 while serving), /readyz (200 once the first discovery has
+run), /health (200 when the last gate passed, 503 and the reason
+otherwise), /topology (the JSON). Under systemd it is a
 Type=notify service with watchdog support (systemd/gpuaffinity.service).
 SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 		Example: `  gpuaffinity agent --demo dgx-h100 --state-dir /tmp/gpuaffinity &

@@ -26,7 +26,7 @@ const agentBinary = "gpuaffinity-agent"
 func newAgentCmd(*globals) *cobra.Command {
 	return &cobra.Command{
 		Use:                "agent",
-		Short:              "Run the daemon: state files, health gate, /metrics /healthz /readyz /topology (runs " + agentBinary + ")",
+		Short:              "Run the daemon: state files, health gate, /metrics /healthz /readyz /health /topology (runs " + agentBinary + ")",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := findAgent()

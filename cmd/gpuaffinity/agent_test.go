@@ -210,7 +210,7 @@ func TestAgentCmdSocketActivation(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	}()
-	url := "http://" + l.Addr().String() + "/readyz"
+	url := "http://" + l.Addr().String() + "/health"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(url)

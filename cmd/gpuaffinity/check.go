@@ -96,7 +96,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 				return unknown(err)
 			}
 			if nfdFile != "" {
-				if err := atomicfile.Write(nfdFile, []byte(health.NFDFeatures(rep, n)), 0o644); err != nil {
+				if err := atomicfile.Write(nfdFile, []byte(health.NFDFeatures(rep, n, time.Time{})), 0o644); err != nil {
 					return unknown(err)
 				}
 			}
