@@ -695,7 +695,7 @@ step2() {
   rm -rf "$snap"
   run step2-live-before 60 "$BIN" topo ${rootflag[@]+"${rootflag[@]}"} -o json
   local a_rc=$RC
-  run step2-snapshot 180 "$BIN" snapshot ${rootflag[@]+"${rootflag[@]}"} -o "$snap"
+  run step2-snapshot 180 "$BIN" snapshot ${rootflag[@]+"${rootflag[@]}"} -f "$snap"
   local s_rc=$RC s_ms=$MS
   indent "$OUT/step2-snapshot.err" 10
   run step2-live-after 60 "$BIN" topo ${rootflag[@]+"${rootflag[@]}"} -o json
@@ -780,7 +780,7 @@ step3() {
   step_begin 3 "nccl-topo loaded by NCCL (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE)"
   local xml=$OUT/step3-nccl-topo.xml dump=$OUT/step3-nccl-dump.xml log=$OUT/step3-nccl.log
   rm -f "$xml" "$dump"
-  run step3-nccl-topo 60 "$BIN" nccl-topo ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} -o "$xml"
+  run step3-nccl-topo 60 "$BIN" nccl-topo ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} -f "$xml"
   if ((RC != 0)) || [[ ! -s $xml ]]; then
     indent "$OUT/step3-nccl-topo.err" 10
     step_end FAIL "nccl-topo rc=$RC"; return

@@ -1,7 +1,7 @@
 // Package snapshot captures what gpuaffinity's discovery reads from a node —
 // an allowlist of sysfs and procfs files, and NVML's answers as nvml.json —
 // into a directory or a .tar.gz that any command reads back with --root
-// (DESIGN.md, "The root"). It is what `gpuaffinity snapshot -o DIR|FILE.tar.gz`
+// (DESIGN.md, "The root"). It is what `gpuaffinity snapshot -f DIR|FILE.tar.gz`
 // calls.
 //
 // What is copied is one table, paths.go, each entry saying who reads it

@@ -11,7 +11,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 )
 
-// TestWriteTarGzFileReplacesPlantedLink: `snapshot -o out.tar.gz` with
+// TestWriteTarGzFileReplacesPlantedLink: `snapshot -f out.tar.gz` with
 // out.tar.gz -> victim planted beside it replaces the link with the archive
 // and leaves victim as it was.
 func TestWriteTarGzFileReplacesPlantedLink(t *testing.T) {

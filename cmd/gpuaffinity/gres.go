@@ -17,7 +17,7 @@ func newGresCmd(g *globals) *cobra.Command {
 	var opts gres.Options
 	var out string
 	cmd := &cobra.Command{
-		Use:   "gres [-o FILE]",
+		Use:   "gres [-f FILE]",
 		Short: "Write Slurm gres.conf lines for the node's GPUs",
 		Long: `gres writes a Slurm gres.conf for this node's GPUs (docs/gres.md): one
 line per GPU in PCI bus order (Slurm's device order),
@@ -27,7 +27,7 @@ line per GPU in PCI bus order (Slurm's device order),
 Cores= holds Slurm core indices (socket 0's physical cores first, one index
 per core whatever its SMT threads), not CPU ids; Links= the NVLink count to
 each GPU where NVML reports NVLink. The file starts with AutoDetect=off. With
--o the file is replaced atomically; warnings (a GPU without locality, model
+-f the file is replaced atomically; warnings (a GPU without locality, model
 or minor number) go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,7 +62,7 @@ or minor number) go to stderr.`,
 		},
 	}
 	nf.register(cmd)
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to FILE (atomically) instead of stdout")
+	outputFileFlag(cmd, &out, "write to FILE (atomically) instead of stdout")
 	cmd.Flags().StringVar(&opts.Type, "type", "", `Type= for every GPU (default: from the model, "NVIDIA H100 80GB HBM3" → h100)`)
 	cmd.Flags().StringVar(&opts.DevDir, "dev-dir", "/dev", "directory of the nvidiaN device files File= names")
 	cmd.Flags().BoolVar(&opts.NoLinks, "no-links", false, "omit Links= (needed with AutoDetect=nvml on NVSwitch systems)")

@@ -50,7 +50,7 @@ func TestGresCmdDGX(t *testing.T) {
 
 func TestGresCmdOptionsAndFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gres.conf")
-	out, _, err := gresRun(t, "--demo", "aws-p5", "--type", "h100_sxm", "--no-links", "--dev-dir", "/host/dev", "-o", path)
+	out, _, err := gresRun(t, "--demo", "aws-p5", "--type", "h100_sxm", "--no-links", "--dev-dir", "/host/dev", "-f", path)
 	if err != nil {
 		t.Fatal(err)
 	}

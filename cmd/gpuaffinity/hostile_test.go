@@ -48,7 +48,7 @@ func TestCommandsOnHostileRoot(t *testing.T) {
 		{"env", "--local-rank", "0"},
 		{"cpumap"},
 		{"gres"},
-		{"nccl-topo", "-o", out},
+		{"nccl-topo", "-f", out},
 		{"check", "--interval", "1ms"},
 	} {
 		args = append(args, "--root", root)

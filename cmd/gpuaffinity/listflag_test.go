@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -53,6 +56,33 @@ func TestListFlagAsStringSlice(t *testing.T) {
 			}
 			if u, w := ours.FlagUsages(), theirs.FlagUsages(); u != w {
 				t.Errorf("help %q, pflag's %q", u, w)
+			}
+		})
+	}
+}
+
+// -o is the format everywhere: on the commands that write a file it is
+// refused, naming -f, and writes nothing; -f writes the file.
+func TestOutputFileFlag(t *testing.T) {
+	for _, cmd := range []string{"gres", "nccl-topo", "snapshot"} {
+		t.Run(cmd, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "json")
+			_, _, err := runErr(t, cmd, "--demo", "dgx-h100", "-o", target)
+			if err == nil || !strings.Contains(err.Error(), "-f/--output-file") {
+				t.Errorf("%s -o: %v; want a refusal naming -f/--output-file", cmd, err)
+			}
+			if _, err := os.Lstat(target); err == nil {
+				t.Errorf("%s -o wrote %s", cmd, target)
+			}
+			if _, _, err := runErr(t, cmd, "--demo", "dgx-h100", "--output", target); err == nil {
+				t.Errorf("%s --output: no refusal", cmd)
+			}
+			if _, _, err := runErr(t, cmd, "--demo", "dgx-h100", "-f", target); err != nil {
+				t.Fatalf("%s -f: %v", cmd, err)
+			}
+			if _, err := os.Lstat(target); err != nil {
+				t.Errorf("%s -f wrote nothing: %v", cmd, err)
 			}
 		})
 	}

@@ -105,7 +105,7 @@ func TestRootEnvAndSnapshot(t *testing.T) {
 		t.Fatalf("GPUAFFINITY_ROOT not used:\n%.400s", want)
 	}
 	snap := filepath.Join(t.TempDir(), "snap.tar.gz")
-	mustRun(t, "snapshot", "-o", snap)
+	mustRun(t, "snapshot", "-f", snap)
 	dir := t.TempDir()
 	f, err := os.Open(snap)
 	if err != nil {
@@ -154,8 +154,23 @@ func TestAzureInstalledTopoFile(t *testing.T) {
 		}
 	}
 	snap := filepath.Join(t.TempDir(), "snap")
-	mustRun(t, "snapshot", "--root", root, "-o", snap)
+	mustRun(t, "snapshot", "--root", root, "-f", snap)
 	if got, want := mustRun(t, "topo", "--root", snap, "-o", "json"), mustRun(t, "topo", "--root", root, "-o", "json"); got != want {
 		t.Errorf("snapshot without the Azure topology file changes the topology")
+	}
+}
+
+// --version prints what the version command prints.
+func TestVersionFlag(t *testing.T) {
+	flag, err := run(t, "--version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := run(t, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flag != cmd || !strings.HasPrefix(flag, "gpuaffinity "+version+" (revision ") {
+		t.Errorf("--version printed %q, version %q", flag, cmd)
 	}
 }

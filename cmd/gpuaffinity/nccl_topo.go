@@ -15,12 +15,12 @@ func newNCCLTopoCmd(g *globals) *cobra.Command {
 	var out string
 	var synth bool
 	cmd := &cobra.Command{
-		Use:   "nccl-topo [-o FILE]",
+		Use:   "nccl-topo [-f FILE]",
 		Short: "Write the node's NCCL topology XML (for NCCL_TOPO_FILE)",
 		Long: `nccl-topo writes this node's PCIe tree as an NCCL topology file, in the
 form NCCL's own loader accepts (docs/nccl-topo.md): one <cpu> per NUMA node
 holding a GPU or NIC, a <pci> per PCIe switch and per GPU and compute NIC.
-With -o the file is replaced atomically. --synthesize-switches groups each
+With -f the file is replaced atomically. --synthesize-switches groups each
 GPU with its paired NIC(s) under a virtual switch where a VM hides the real
 ones (Azure ND); the grouping is inferred and says so in a comment.`,
 		Args: cobra.NoArgs,
@@ -45,7 +45,7 @@ ones (Azure ND); the grouping is inferred and says so in a comment.`,
 		},
 	}
 	nf.register(cmd)
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to FILE (atomically) instead of stdout")
+	outputFileFlag(cmd, &out, "write to FILE (atomically) instead of stdout")
 	cmd.Flags().BoolVar(&synth, "synthesize-switches", false, "group each GPU with its paired NIC(s) under a virtual switch where the VM hides the switches (inferred)")
 	return cmd
 }

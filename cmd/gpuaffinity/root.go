@@ -56,6 +56,10 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	cmd.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.PersistentFlags().StringVar(&g.topoFile, "topo-file", "",
 		"a vendor NCCL topology file (Azure's, AWS's p4d file) taken as the authority for the PCIe placement of the devices it names")
+	// --version, as the Prometheus exporters and most CLIs take it: the
+	// same line as the version command.
+	cmd.Version = version
+	cmd.SetVersionTemplate(versionLine())
 	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newEnvCmd(g),
 		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g), newAgentCmd(g))
 	return cmd

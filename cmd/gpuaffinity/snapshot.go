@@ -19,7 +19,7 @@ func newSnapshotCmd(g *globals) *cobra.Command {
 	var scrub bool
 	var demo string
 	cmd := &cobra.Command{
-		Use:   "snapshot -o DIR|FILE.tar.gz [--demo NAME]",
+		Use:   "snapshot -f DIR|FILE.tar.gz [--demo NAME]",
 		Short: "Capture the files discovery reads, and NVML's answers, for --root",
 		Long: `snapshot writes the sysfs and procfs files discovery reads (links kept as
 links) and NVML's answers as nvml.json into a directory or a .tar.gz, so that
@@ -31,7 +31,7 @@ read the same machine. See docs/snapshot.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return fmt.Errorf("-o DIR or -o FILE.tar.gz is required")
+				return fmt.Errorf("-f DIR or -f FILE.tar.gz is required")
 			}
 			root := g.root
 			if demo != "" {
@@ -86,7 +86,7 @@ read the same machine. See docs/snapshot.md.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory, or a file ending in .tar.gz")
+	outputFileFlag(cmd, &out, "output directory, or a file ending in .tar.gz")
 	cmd.Flags().BoolVar(&scrub, "scrub", false, "replace MACs, GUIDs, UUIDs and hostnames with stable fakes")
 	cmd.Flags().StringVar(&demo, "demo", "", `write an embedded example machine's root (nvml.json included) instead of capturing this one ("list" names them)`)
 	return cmd

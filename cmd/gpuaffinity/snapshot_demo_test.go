@@ -12,7 +12,7 @@ import (
 // it is refused.
 func TestSnapshotDemo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "p5")
-	if _, errOut, err := runErr(t, "snapshot", "--demo", "aws-p5", "-o", dir); err != nil || !strings.Contains(errOut, "aws-p5 written to "+dir) {
+	if _, errOut, err := runErr(t, "snapshot", "--demo", "aws-p5", "-f", dir); err != nil || !strings.Contains(errOut, "aws-p5 written to "+dir) {
 		t.Fatalf("snapshot --demo: %v\n%s", err, errOut)
 	}
 	for _, f := range []string{"nvml.json", "sys/bus/pci/devices", "proc/cpuinfo"} {
@@ -25,7 +25,7 @@ func TestSnapshotDemo(t *testing.T) {
 	if strings.ReplaceAll(fromMemory, "demo:aws-p5", dir) != fromDir {
 		t.Errorf("topo of the written root differs from topo --demo aws-p5")
 	}
-	if _, _, err := runErr(t, "snapshot", "--demo", "aws-p5", "-o", dir); err == nil || !strings.Contains(err.Error(), "is not empty") {
+	if _, _, err := runErr(t, "snapshot", "--demo", "aws-p5", "-f", dir); err == nil || !strings.Contains(err.Error(), "is not empty") {
 		t.Errorf("snapshot --demo into a full directory: %v", err)
 	}
 }

@@ -196,7 +196,7 @@ func (b *bench) setup(ctx context.Context) error {
 	for _, m := range []struct{ demo, dir string }{
 		{"dgx-h100", "dgx-h100"}, {"aws-p5", "aws-p5"}, {"dgx-h100", "dgx-h100-no-nvml"},
 	} {
-		j := job{Argv: []string{b.bin, "snapshot", "--demo", m.demo, "-o", b.root(m.dir)}, Env: b.env}
+		j := job{Argv: []string{b.bin, "snapshot", "--demo", m.demo, "-f", b.root(m.dir)}, Env: b.env}
 		ctx, cancel := context.WithTimeout(ctx, runTimeout)
 		out, err := j.command(ctx).CombinedOutput()
 		cancel()
