@@ -154,6 +154,19 @@ func TestAgentCmdSignals(t *testing.T) {
 	if code, body := p.get(t, "/readyz"); code != 200 {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
+	// The agent logs at info by default: its start's discovery is there.
+	var logged strings.Builder
+	for deadline := time.After(30 * time.Second); !strings.Contains(logged.String(), "level=INFO msg=discovered why=start gpus=8"); {
+		select {
+		case l, ok := <-p.stderr:
+			if !ok {
+				t.Fatalf("stderr closed without an info line for the first discovery:\n%s", logged.String())
+			}
+			logged.WriteString(l + "\n")
+		case <-deadline:
+			t.Fatalf("no info line for the first discovery on stderr:\n%s", logged.String())
+		}
+	}
 	// The build's version and revision reach gpuaffinity_build_info.
 	if _, body := p.get(t, "/metrics"); !strings.Contains(body, `revision="`+revision+`",tags="unknown",version="`+version+`"} 1`) {
 		t.Errorf("gpuaffinity_build_info without version %q, revision %q", version, revision)

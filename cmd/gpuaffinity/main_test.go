@@ -174,3 +174,32 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("--version printed %q, version %q", flag, cmd)
 	}
 }
+
+// --log.format json writes one JSON object a line; --log.level filters,
+// and --log-level is the same flag; a bad format is refused.
+func TestLogFlags(t *testing.T) {
+	_, stderr, err := runErr(t, "topo", "--demo", "dgx-h100-faults", "--log.level", "debug", "--log.format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["level"] != "DEBUG" || rec["msg"] != "discovery" {
+			t.Errorf("--log.format json line %q: %v", l, err)
+		}
+	}
+	if len(lines) < 2 {
+		t.Errorf("--log.level debug logged %d lines; want the discovery warnings", len(lines))
+	}
+	_, logfmt, _ := runErr(t, "topo", "--demo", "dgx-h100-faults", "--log-level", "debug")
+	if !strings.HasPrefix(logfmt, "level=DEBUG msg=discovery warning=") {
+		t.Errorf("--log-level debug, logfmt: %.200q", logfmt)
+	}
+	if _, quiet, _ := runErr(t, "topo", "--demo", "dgx-h100-faults"); strings.Contains(quiet, "DEBUG") {
+		t.Errorf("debug lines at the default level: %.200q", quiet)
+	}
+	if _, _, err := runErr(t, "topo", "--demo", "dgx-h100", "--log.format", "xml"); err == nil || !strings.Contains(err.Error(), "--log.format") {
+		t.Errorf("--log.format xml: %v", err)
+	}
+}

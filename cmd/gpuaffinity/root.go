@@ -11,10 +11,11 @@ import (
 
 // globals are the flags every command shares.
 type globals struct {
-	root     string
-	topoFile string
-	logLevel string
-	log      *slog.Logger
+	root      string
+	topoFile  string
+	logLevel  string
+	logFormat string
+	log       *slog.Logger
 }
 
 func newRootCmd() *cobra.Command {
@@ -28,19 +29,33 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			level := g.logLevel
+			if cmd.Name() == "agent" && !cmd.Flags().Changed("log.level") && !cmd.Flags().Changed("log-level") {
+				// The daemon says it started, what it found and each
+				// rescan; a command run per rank stays quiet.
+				level = "info"
+			}
 			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+			if err := lvl.UnmarshalText([]byte(level)); err != nil {
+				return fmt.Errorf("--log.level %q: want debug, info, warn or error", level)
 			}
 			// No time stamps: a command's stderr is read at once, and the
 			// agent's goes to journald or the container log, which stamp it.
-			g.log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl,
+			opts := &slog.HandlerOptions{Level: lvl,
 				ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 					if a.Key == slog.TimeKey && len(groups) == 0 {
 						return slog.Attr{}
 					}
 					return a
-				}}))
+				}}
+			switch g.logFormat {
+			case "logfmt":
+				g.log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts))
+			case "json":
+				g.log = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts))
+			default:
+				return fmt.Errorf("--log.format %q: want logfmt or json", g.logFormat)
+			}
 			if g.root == "" {
 				return fmt.Errorf("--root must not be empty")
 			}
@@ -53,7 +68,12 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	}
 	cmd.PersistentFlags().StringVar(&g.root, "root", root,
 		"filesystem root to read sys/ and proc/ (and nvml.json) under; env GPUAFFINITY_ROOT")
-	cmd.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	// --log.level and --log.format as the Prometheus exporters spell them;
+	// --log-level, the first spelling, still works.
+	cmd.PersistentFlags().StringVar(&g.logLevel, "log.level", "warn", "log level: debug, info, warn, error (the agent: info)")
+	cmd.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level (as --log.level)")
+	cmd.PersistentFlags().MarkHidden("log-level")
+	cmd.PersistentFlags().StringVar(&g.logFormat, "log.format", "logfmt", "log format: logfmt, json")
 	cmd.PersistentFlags().StringVar(&g.topoFile, "topo-file", "",
 		"a vendor NCCL topology file (Azure's, AWS's p4d file) taken as the authority for the PCIe placement of the devices it names")
 	// --version, as the Prometheus exporters and most CLIs take it: the
