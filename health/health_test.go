@@ -521,7 +521,7 @@ func TestOutputs(t *testing.T) {
 		{ID: "gpu.count", Verdict: Pass, Reason: "8 GPUs"},
 		{ID: "gpu.xid", Verdict: Fail, Reason: "GPU 3 (0000:9a:00.0) XID 79: GPU has fallen off the bus. " + strings.Repeat("é", 40), Hint: "reboot"},
 	}}
-	if l := NHCLine(rep); !strings.HasPrefix(l, "ERROR: gpuaffinity: Health check failed: gpu.xid: GPU 3") {
+	if l := NHCLine(rep); !strings.HasPrefix(l, "ERROR:  nhc:  Health check failed:  check_gpuaffinity:  gpu.xid: GPU 3") {
 		t.Errorf("nhc %q", l)
 	}
 	if m := NPDMessage(rep); len(m) > 80 || !strings.HasPrefix(m, "gpu.xid: GPU 3") {

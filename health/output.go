@@ -42,13 +42,19 @@ func WriteJSON(w io.Writer, r Report) error {
 }
 
 // NHCLine is the LBNL NHC failure line for the first failure, "" when
-// healthy.
+// healthy: byte for byte what NHC's die() prints ("ERROR:  $NAME:  Health
+// check failed:  $*", two spaces after each colon, NAME nhc), the message
+// in its checks' form ("check_name:  reason"), so the regexes sites keep
+// for NHC's lines match it.
 func NHCLine(r Report) string {
 	if s := r.Summary(); s != "" {
-		return "ERROR: gpuaffinity: Health check failed: " + s
+		return "ERROR:  nhc:  Health check failed:  " + NHCCheckName + ":  " + s
 	}
 	return ""
 }
+
+// NHCCheckName names gpuaffinity's checks in NHC's lines.
+const NHCCheckName = "check_gpuaffinity"
 
 // NPDMaxMessage is node-problem-detector's default max_output_length.
 const NPDMaxMessage = 80

@@ -108,7 +108,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 					}
 				}
 				name = gres.ShortName(name)
-				if err := slurmAct(cmd.Context(), name, rep, drain, resume); err != nil {
+				if err := slurmAct(cmd.Context(), cmd.ErrOrStderr(), name, rep, drain, resume); err != nil {
 					return unknown(err)
 				}
 			}
@@ -174,8 +174,10 @@ func writeCheck(w io.Writer, output string, rep health.Report) error {
 
 // slurmAct drains an unhealthy node or resumes a healthy one that
 // gpuaffinity drained (gres.PlanNodeAction decides, from the one-line
-// `scontrol show node -o`), with scontrol from PATH.
-func slurmAct(ctx context.Context, name string, rep health.Report, drain, resume bool) error {
+// `scontrol show node -o`), with scontrol from PATH. A node drained by
+// someone else is left as it is, and stderr says so: an unhealthy node
+// then keeps the other reason, which a healthy run will not resume.
+func slurmAct(ctx context.Context, stderr io.Writer, name string, rep health.Report, drain, resume bool) error {
 	if (rep.Healthy && !resume) || (!rep.Healthy && !drain) {
 		return nil
 	}
@@ -185,6 +187,9 @@ func slurmAct(ctx context.Context, name string, rep health.Report, drain, resume
 	}
 	act := gres.PlanNodeAction(name, rep.Healthy, rep.Summary(), show, drain, resume)
 	if act.Args == nil {
+		if strings.Contains(act.Why, "someone else") {
+			fmt.Fprintf(stderr, "gpuaffinity: slurm: node %s left as it is: %s\n", name, strings.TrimPrefix(act.Why, "leave: "))
+		}
 		return nil
 	}
 	_, err = scontrol(ctx, act.Args...)

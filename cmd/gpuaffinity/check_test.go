@@ -22,6 +22,13 @@ import (
 // with the same --root flag. It returns stdout and the exit code.
 func runCheck(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	out, _, code := runCheckStderr(t, args...)
+	return out, code
+}
+
+// runCheckStderr is runCheck with stderr.
+func runCheckStderr(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
 	root := newRootCmd()
 	if c, _, err := root.Find([]string{"check"}); err != nil || c.Name() != "check" {
 		g := &globals{root: "/", log: slog.New(slog.DiscardHandler)}
@@ -43,7 +50,7 @@ func runCheck(t *testing.T, args ...string) (string, int) {
 			code = ee.code
 		}
 	}
-	return out.String(), code
+	return out.String(), errb.String(), code
 }
 
 func checkRoot(t *testing.T, machine string) string {
@@ -101,7 +108,7 @@ func TestCheckUnhealthy(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	out, code = runCheck(t, "--root", root, "--interval", "0", "-o", "nhc")
-	if code != 1 || !strings.HasPrefix(out, "ERROR: gpuaffinity: Health check failed: ") || strings.Count(out, "\n") != 1 {
+	if code != 1 || !strings.HasPrefix(out, "ERROR:  nhc:  Health check failed:  check_gpuaffinity:  ") || strings.Count(out, "\n") != 1 {
 		t.Errorf("nhc: exit %d %q", code, out)
 	}
 	out, code = runCheck(t, "--root", root, "--interval", "0", "-o", "npd")
@@ -245,7 +252,7 @@ func TestCheckSlurm(t *testing.T) {
 	writeFile(t, filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1/state"), "1: DOWN\n")
 	log = stubScontrol(t, "")
 	out, code := runCheck(t, "--root", root, "--interval", "0", "-o", "nhc", "--slurm-drain", "--slurm-resume", "--slurm-node", "gpu-01")
-	if code != 1 || !strings.HasPrefix(out, "ERROR: gpuaffinity: Health check failed: nic.port_state: NIC mlx5_0") {
+	if code != 1 || !strings.HasPrefix(out, "ERROR:  nhc:  Health check failed:  check_gpuaffinity:  nic.port_state: NIC mlx5_0") {
 		t.Errorf("exit %d %q", code, out)
 	}
 	if got := readLog(log); !strings.HasPrefix(got, "show node -o gpu-01\nupdate nodename=gpu-01 state=drain reason=gpuaffinity: nic.port_state: NIC mlx5_0 (0000:18:00.0) port 1 is DOWN") || strings.Count(got, "\n") != 2 {
@@ -254,8 +261,13 @@ func TestCheckSlurm(t *testing.T) {
 	// Unhealthy + drained by a human: keep the human's reason (draining
 	// would replace it with ours, and a healthy run would then resume).
 	log = stubScontrol(t, "bad DIMM, ticket 42")
-	if _, code := runCheck(t, "--root", root, "--interval", "0", "--slurm-drain", "--slurm-resume", "--slurm-node", "gpu-01"); code != 1 {
+	_, stderr, code := runCheckStderr(t, "--root", root, "--interval", "0", "--slurm-drain", "--slurm-resume", "--slurm-node", "gpu-01")
+	if code != 1 {
 		t.Errorf("unhealthy, human drain: exit %d", code)
+	}
+	// Not silently: stderr says the node was left, and whose reason it keeps.
+	if want := "gpuaffinity: slurm: node gpu-01 left as it is: unhealthy, but drained by someone else (Reason=bad DIMM, ticket 42 [root@2026-01-01T00:00:00])\n"; stderr != want {
+		t.Errorf("unhealthy, human drain: stderr %q, want %q", stderr, want)
 	}
 	if got := readLog(log); got != "show node -o gpu-01\n" {
 		t.Errorf("human drain replaced:\n%s", got)

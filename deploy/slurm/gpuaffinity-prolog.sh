@@ -9,8 +9,8 @@
 # Any other exit (1 unhealthy, 2 could not check) fails the prolog: Slurm
 # drains the node with the reason "Prolog error", requeues the batch job
 # held (JobState=PENDING Reason=launch_failed_requeued_held) and slurmd
-# logs what this printed ("error: prolog failed: rc:1 output:ERROR:
-# gpuaffinity: Health check failed: <check>: <reason>"). This script does
+# logs what this printed ("error: prolog failed: rc:1 output:ERROR:  nhc:
+# Health check failed:  check_gpuaffinity:  <check>: <reason>"). This script does
 # not call scontrol, as Slurm advises for prologs.
 #
 # Settings: /etc/default/gpuaffinity (GPUAFFINITY_DEFAULTS names another

@@ -82,7 +82,7 @@ func TestSlurmHealthCheckAndProlog(t *testing.T) {
 	if out := c.client("sinfo", "-h", "-N", "-n", nodeName, "-o", "%N|%t|%E"); !strings.HasPrefix(out, nodeName+"|drain|"+faultReason) {
 		c.fatalf("sinfo: %q, want %q...", out, nodeName+"|drain|"+faultReason)
 	}
-	if log := c.read(c.hcLog); !strings.Contains(log, "healthcheck exit 1") || !strings.Contains(log, "ERROR: gpuaffinity: Health check failed: nic.port_state: NIC mlx5_0") {
+	if log := c.read(c.hcLog); !strings.Contains(log, "healthcheck exit 1") || !strings.Contains(log, "ERROR:  nhc:  Health check failed:  check_gpuaffinity:  nic.port_state: NIC mlx5_0") {
 		c.fatalf("health check log has no failing run:\n%s", log)
 	}
 	// A later failing run drains again with the same reason; slurmctld
@@ -136,7 +136,7 @@ func TestSlurmHealthCheckAndProlog(t *testing.T) {
 	if state, reason := c.node(); state != "IDLE+DRAIN" || !strings.HasPrefix(reason, "Prolog error [") {
 		c.fatalf("after the failing prolog: State=%s Reason=%q, want IDLE+DRAIN with Prolog error", state, reason)
 	}
-	if log := c.read(c.logOf("slurmd")); !strings.Contains(log, "prolog failed: rc:1 output:ERROR: gpuaffinity: Health check failed: nic.port_state: NIC mlx5_0") {
+	if log := c.read(c.logOf("slurmd")); !strings.Contains(log, "prolog failed: rc:1 output:ERROR:  nhc:  Health check failed:  check_gpuaffinity:  nic.port_state: NIC mlx5_0") {
 		c.fatalf("slurmd did not log the prolog's failure line")
 	}
 	// Slurm's own reason is not gpuaffinity's: a passing health check
