@@ -781,3 +781,33 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestNHCCheck sources gpuaffinity.nhc in bash as NHC does, with NHC's
+// die (which prints "ERROR:  $NAME:  Health check failed:  $*"), and runs
+// check_gpuaffinity on a healthy and an unhealthy demo machine and with a
+// bad flag: the failures come out as NHC's own line, the same line
+// `check -o nhc` prints.
+func TestNHCCheck(t *testing.T) {
+	bin := buildGpuaffinity(t)
+	run := func(args string) (string, error) {
+		script := `NAME=nhc
+function die() { echo "ERROR:  $NAME:  Health check failed:  $2"; return 1; }
+. ./gpuaffinity.nhc
+check_gpuaffinity ` + args
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = append(os.Environ(), "GPUAFFINITY_BIN="+bin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("--demo dgx-h100 --interval 0"); err != nil || out != "" {
+		t.Errorf("healthy: %v %q", err, out)
+	}
+	out, err := run("--demo dgx-h100-faults --interval 0")
+	direct, _ := exec.Command(bin, "check", "-o", "nhc", "--demo", "dgx-h100-faults", "--interval", "0").Output()
+	if err == nil || out != string(direct) || !strings.HasPrefix(out, "ERROR:  nhc:  Health check failed:  check_gpuaffinity:  ") {
+		t.Errorf("unhealthy: %v %q; want NHC's line, as check -o nhc prints it: %q", err, out, direct)
+	}
+	if out, err := run("--demo dgx-h100 --profile nosuch"); err == nil || !strings.HasPrefix(out, "ERROR:  nhc:  Health check failed:  check_gpuaffinity:  gpuaffinity: ") {
+		t.Errorf("bad flag: %v %q", err, out)
+	}
+}
