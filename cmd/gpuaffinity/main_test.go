@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/snapshot"
@@ -201,5 +202,30 @@ func TestLogFlags(t *testing.T) {
 	}
 	if _, _, err := runErr(t, "topo", "--demo", "dgx-h100", "--log.format", "xml"); err == nil || !strings.Contains(err.Error(), "--log.format") {
 		t.Errorf("--log.format xml: %v", err)
+	}
+}
+
+// Shell completion offers the values of -o, --demo, --profile, --mode and
+// the log flags (cobra's __complete is what the completion scripts call).
+func TestFlagCompletion(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"topo", "-o", ""}, []string{"table", "json", "dot", "mermaid"}},
+		{[]string{"check", "-o", ""}, []string{"text", "json", "nhc", "npd"}},
+		{[]string{"cpumap", "--mode", ""}, []string{"node", "socket", "exclusive"}},
+		{[]string{"agent", "--profile", ""}, []string{"pretrain", "finetune", "inference"}},
+		{[]string{"env", "--demo", ""}, append(fakesys.Machines(), "list")},
+		{[]string{"gres", "--log.level", ""}, []string{"debug", "info", "warn", "error"}},
+	} {
+		out, _, err := runErr(t, append([]string{"__complete"}, tc.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if got := lines[:len(lines)-1]; strings.Join(got, " ") != strings.Join(tc.want, " ") || lines[len(lines)-1] != ":4" {
+			t.Errorf("complete %v = %q; want %q and no file completion", tc.args, lines, tc.want)
+		}
 	}
 }

@@ -82,6 +82,7 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	cmd.SetVersionTemplate(versionLine())
 	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newEnvCmd(g),
 		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g), newAgentCmd(g))
+	registerCompletions(cmd)
 	return cmd
 }
 
