@@ -64,6 +64,12 @@ var firstBufs = sync.Pool{New: func() any { return new([firstBufSize]byte) }}
 // ReadFileLimit's rules: a FIFO, device or socket is refused
 // (ErrNotRegular), a longer file is ErrTooLarge. It does not close fd.
 func ReadFD(fd int, path func() string, limit int) ([]byte, error) {
+	return readFD(fd, path, limit, false)
+}
+
+// readFD is ReadFD; with prefix set, a longer file is not an error: its
+// first limit bytes are the answer.
+func readFD(fd int, path func() string, limit int, prefix bool) ([]byte, error) {
 	read := func(b []byte) (int, error) {
 		for {
 			n, err := syscall.Read(fd, b)
@@ -113,7 +119,10 @@ func ReadFD(fd int, path func() string, limit int) ([]byte, error) {
 	// A file on disk says its size (sysfs says a page, procfs 0): one
 	// over the bound is refused unread, and the buffer is sized once.
 	if size > int64(limit) {
-		return nil, fmt.Errorf("read %s: %w (%d bytes, over the %d-byte limit)", path(), ErrTooLarge, size, limit)
+		if !prefix {
+			return nil, fmt.Errorf("read %s: %w (%d bytes, over the %d-byte limit)", path(), ErrTooLarge, size, limit)
+		}
+		size = int64(limit)
 	}
 	b := make([]byte, n, max(int(size)+1, 2*n))
 	copy(b, buf[:n])
@@ -130,6 +139,9 @@ func ReadFD(fd int, path func() string, limit int) ([]byte, error) {
 		}
 		b = b[:len(b)+m]
 	}
+	if prefix {
+		return b[:limit], nil
+	}
 	return nil, fmt.Errorf("read %s: %w (over the %d-byte limit)", path(), ErrTooLarge, limit)
 }
 
@@ -137,28 +149,7 @@ func ReadFD(fd int, path func() string, limit int) ([]byte, error) {
 // the open descriptor fd, with ReadFD's refusals; a longer file is not an
 // error. It does not close fd.
 func ReadFDPrefix(fd int, path func() string, n int) ([]byte, error) {
-	b, err := ReadFD(fd, path, n)
-	if !errors.Is(err, ErrTooLarge) {
-		return b, err
-	}
-	// Longer than n: it is a regular file (ReadFD checked), so read its
-	// first n bytes from the start.
-	b = make([]byte, n)
-	got := 0
-	for got < n {
-		m, err := syscall.Pread(fd, b[got:], int64(got))
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path(), err)
-		}
-		if m == 0 {
-			break
-		}
-		got += m
-	}
-	return b[:got], nil
+	return readFD(fd, path, n, true)
 }
 
 // String reads an attribute and trims surrounding white space.
