@@ -64,10 +64,10 @@ func TestDecodeLaunchRefusals(t *testing.T) {
 		is   error
 		text string
 	}{
-		"other layout": {[]byte(launchMagic + "0123abcd\n" + string(good[len(launchMagic)+len(launchLayout())+1:])), ErrOtherBuild, ""},
+		"other layout": {[]byte(launchMagic + "0123abcd\n" + string(good[len(launchMagic)+len(launchLayout)+1:])), ErrOtherBuild, ""},
 		"no header":    {[]byte("gpuaffinity-launch-node"), nil, "no header line"},
 		"cut":          {good[:len(good)-1], compact.ErrMalformed, ""},
-		"schema":       {append([]byte(launchMagic+launchLayout()+"\n"), body...), nil, `schema "gpuaffinity.topology/v0"`},
+		"schema":       {append([]byte(launchMagic+launchLayout+"\n"), body...), nil, `schema "gpuaffinity.topology/v0"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := DecodeLaunch("/state/launch.node", tc.data)
@@ -96,8 +96,17 @@ func TestLoadOtherBuildFallsBack(t *testing.T) {
 	if err != nil || n.Hostname != "from-topology-json" {
 		t.Errorf("Load = %q, %v; want the node of topology.json", n.Hostname, err)
 	}
-	write(LaunchFile, launchMagic+launchLayout()+"\n\x01")
+	write(LaunchFile, launchMagic+launchLayout+"\n\x01")
 	if _, err := Load(Options{Dir: dir, Root: t.TempDir(), TrustWithoutBoot: true, Launch: true}); !errors.Is(err, compact.ErrMalformed) {
 		t.Errorf("a damaged launch file of this build: %v; want ErrMalformed, not a silent fallback", err)
+	}
+}
+
+// launchLayout is the digest of topology.Node as it is: a changed node
+// with an old constant would let a launcher decode another build's file
+// into the wrong fields.
+func TestLaunchLayout(t *testing.T) {
+	if got := layoutDigest(); got != launchLayout {
+		t.Errorf("topology.Node's layout digest is %q, launchLayout says %q: set launchLayout = %q in agent/cache/launch.go", got, launchLayout, got)
 	}
 }
