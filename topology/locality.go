@@ -133,8 +133,11 @@ func (r localityResolver) nearestCPUNode(from NUMANode) (int, int, bool) {
 }
 
 func (r localityResolver) atNode(id int, src LocalitySource) Locality {
-	_, j, _ := r.node(id)
-	return Locality{CPUs: r.on[j], NUMANodes: []int{id}, Node: &id, Source: src}
+	var cpus cpuset.Set
+	if _, j, known := r.node(id); known {
+		cpus = r.on[j]
+	}
+	return Locality{CPUs: cpus, NUMANodes: []int{id}, Node: &id, Source: src}
 }
 
 func (r localityResolver) fromCPUs(s cpuset.Set, src LocalitySource) Locality {
