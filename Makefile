@@ -7,6 +7,10 @@
 #                scrape vs node_exporter, agent RSS, env from the cache;
 #                then the table against the peers (docs/bench.md)
 #   make build   bin/gpuaffinity and bin/gpuaffinity-agent
+#   make image   the container image, offline: dist/gpuaffinity-image.tar
+#                (docker-archive; podman load -i ...)
+#   make package the .deb and .rpm in dist/ (binaries, systemd units,
+#                Slurm scripts, man pages, completions)
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -26,7 +30,7 @@ FUZZ := ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
         ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay \
         ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile ./internal/compact:FuzzDecode
 
-.PHONY: all build demo test deps lint vet fmt-check compile unit fuzz bench clean
+.PHONY: all build image package demo test deps lint vet fmt-check compile unit fuzz bench clean
 
 all: build
 
@@ -37,6 +41,22 @@ all: build
 build:
 	$(GO) build -trimpath -tags omit_agent -ldflags '$(LDFLAGS)' -o bin/gpuaffinity ./cmd/gpuaffinity
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gpuaffinity-agent ./cmd/gpuaffinity
+
+# The image holds both binaries, the shared objects the dynamic loader
+# maps for them (libc and the loader; libnvidia-ml comes from the NVIDIA
+# container runtime) and nothing else; it is tagged with the release the
+# manifests and the Helm chart name (internal/ociimage.Release).
+IMAGE_TAR ?= dist/gpuaffinity-image.tar
+image: build
+	@mkdir -p $(dir $(IMAGE_TAR))
+	$(GO) run ./internal/ociimage/mkimage -o $(IMAGE_TAR) -version $(VERSION) -revision $(REVISION) \
+		bin/gpuaffinity bin/gpuaffinity-agent
+
+# nFPM as a library; the version is git describe made a package version
+# (internal/pkgbuild), Depends/Requires the glibc the binaries need.
+package: build
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
+		$(GO) run ./internal/pkgbuild/mkpkg -version '$(VERSION)' -out dist bin/gpuaffinity bin/gpuaffinity-agent
 
 demo: deps-build
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/gpuaffinity topo --demo dgx-h100
@@ -51,7 +71,7 @@ compile:
 
 deps:
 	@PATH="$$PATH:/usr/sbin:/sbin" scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd slurmctld slurm-client munge \
-		prometheus prometheus-node-exporter systemd
+		prometheus prometheus-node-exporter systemd podman rpm
 
 deps-build:
 	@scripts/install-deps.sh gcc
@@ -106,4 +126,4 @@ bench:
 	$(TEST_ENV) $(GO) run ./internal/peerbench $(PEERBENCH)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -5,8 +5,10 @@
 // github.com/coreos/go-systemd/v22/daemon). Outside systemd ($NOTIFY_SOCKET
 // unset) every call does nothing and returns nil.
 //
-// The unit file, gpuaffinity.service, and its install notes (README.md)
-// sit beside this package. Errors name the socket; a service manager that
+// The unit files, gpuaffinity.service and gpuaffinity.socket, the agent's
+// part of /etc/default/gpuaffinity (gpuaffinity.default) and their
+// install notes (README.md) sit beside this package; internal/pkgbuild
+// puts them in the .deb and .rpm. Errors name the socket; a service manager that
 // stops listening is an error the caller logs, never a reason to stop.
 // Nothing here reads flags or the environment beyond NOTIFY_SOCKET,
 // WATCHDOG_USEC and WATCHDOG_PID.

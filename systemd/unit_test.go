@@ -31,37 +31,57 @@ func needTool(t *testing.T, name, pkg string) string {
 	return p
 }
 
-// unitCopy writes gpuaffinity.service into a directory of its own with
-// ExecStart pointing at a freshly built gpuaffinity (verify checks that
-// the binary exists).
-func unitCopy(t *testing.T) string {
+// installedBin is where the unit runs the binary from: where the .deb
+// and .rpm put it (internal/pkgbuild).
+const installedBin = "/usr/bin/gpuaffinity"
+
+// buildAgent builds gpuaffinity (the full build, agent included) into
+// dir and returns its path.
+func buildAgent(t *testing.T, dir string) string {
 	t.Helper()
 	goTool := needTool(t, "go", "golang")
-	dir := t.TempDir()
 	bin := filepath.Join(dir, "gpuaffinity")
 	build := exec.Command(goTool, "build", "-o", bin, "../cmd/gpuaffinity")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// unitCopy writes gpuaffinity.service into a directory of its own with
+// ExecStart pointing at a freshly built gpuaffinity (verify checks that
+// the binary exists), and gpuaffinity.socket beside it unchanged.
+func unitCopy(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := buildAgent(t, dir)
 	unit, err := os.ReadFile("gpuaffinity.service")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/gpuaffinity agent ") {
-		t.Fatal("ExecStart no longer runs /usr/local/bin/gpuaffinity agent")
+	if !strings.Contains(string(unit), "\nExecStart="+installedBin+" agent ") {
+		t.Fatalf("ExecStart no longer runs %s agent", installedBin)
 	}
 	path := filepath.Join(dir, "gpuaffinity.service")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/gpuaffinity", bin)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), installedBin, bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	socket, err := os.ReadFile("gpuaffinity.socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gpuaffinity.socket"), socket, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// systemd-analyze verify has nothing to say about the unit.
-func TestUnitVerifies(t *testing.T) {
-	analyze := needTool(t, "systemd-analyze", "systemd")
-	unit := unitCopy(t)
-	out, err := exec.Command(analyze, "verify", unit).CombinedOutput()
+// verify runs systemd-analyze verify on unit files and fails the test on
+// any line about gpuaffinity or a non-zero exit. verify adds each file's
+// directory to the unit search path, so the socket finds its service.
+func verify(t *testing.T, analyze string, units ...string) {
+	t.Helper()
+	out, err := exec.Command(analyze, append([]string{"verify"}, units...)...).CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, "gpuaffinity") {
 			t.Errorf("systemd-analyze verify: %s", line)
@@ -70,6 +90,12 @@ func TestUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
+}
+
+// systemd-analyze verify has nothing to say about the unit.
+func TestUnitVerifies(t *testing.T) {
+	analyze := needTool(t, "systemd-analyze", "systemd")
+	verify(t, analyze, unitCopy(t))
 }
 
 var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+) (\S+)`)
