@@ -14,41 +14,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/gpuaffinity/gpuaffinity/deploy/internal/manifest"
 )
 
-// kustomizeBuild runs `kustomize build dir` with kustomize's own library
-// (the one `kubectl kustomize` and `kubectl apply -k` embed, so no kubectl
-// is needed) and decodes every object it emits strictly into its API type.
+// kustomizeBuild builds dir as `kubectl apply -k` does and decodes every
+// object it emits strictly (manifest.KustomizeBuild).
 func kustomizeBuild(t *testing.T, dir string) []metav1.Object {
 	t.Helper()
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	out, err := rm.AsYaml()
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	docs, err := documents("kustomize build output", out)
+	objs, err := manifest.KustomizeBuild(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []metav1.Object
-	for i, doc := range docs {
-		o, err := decodeObject(doc)
-		if err != nil {
-			t.Fatalf("built object %d: %v\n%s", i+1, err, doc)
-		}
-		objs = append(objs, o)
-	}
 	return objs
-}
-
-// kindName is "Kind/name" of a decoded object.
-func kindName(o metav1.Object) string {
-	return o.(runtime.Object).GetObjectKind().GroupVersionKind().Kind + "/" + o.GetName()
 }
 
 // builtDaemonSet returns the one DaemonSet of a build.
@@ -86,21 +64,17 @@ func TestKustomizeBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs, err := documents(file, data)
+		objs, err := manifest.DecodeAll(file, data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, doc := range docs {
-			o, err := decodeObject(doc)
-			if err != nil {
-				t.Fatalf("%s, document %d: %v", file, i+1, err)
-			}
-			want = append(want, kindName(o))
+		for _, o := range objs {
+			want = append(want, manifest.KindName(o))
 		}
 	}
 	var got, kinds []string
 	for _, o := range built {
-		got = append(got, kindName(o))
+		got = append(got, manifest.KindName(o))
 		kinds = append(kinds, o.(runtime.Object).GetObjectKind().GroupVersionKind().Kind)
 	}
 	slices.Sort(want)
@@ -122,7 +96,7 @@ func TestKustomizeBuild(t *testing.T) {
 			continue
 		}
 		if o.GetNamespace() != namespace {
-			t.Errorf("built %s in namespace %q, want %q", kindName(o), o.GetNamespace(), namespace)
+			t.Errorf("built %s in namespace %q, want %q", manifest.KindName(o), o.GetNamespace(), namespace)
 		}
 	}
 
@@ -184,23 +158,23 @@ labels:
 	var selected []string
 	for _, o := range built {
 		if o.GetLabels()["release"] != "kube-prometheus-stack" {
-			t.Errorf("overlay's %s has no release=kube-prometheus-stack label", kindName(o))
+			t.Errorf("overlay's %s has no release=kube-prometheus-stack label", manifest.KindName(o))
 		}
 		switch o := o.(type) {
 		case *monitoringv1.ServiceMonitor:
-			selected = append(selected, kindName(o))
+			selected = append(selected, manifest.KindName(o))
 			if _, ok := o.Spec.Selector.MatchLabels["release"]; ok {
 				t.Errorf("overlay's label went into the ServiceMonitor's selector %v", o.Spec.Selector.MatchLabels)
 			}
 		case *monitoringv1.PrometheusRule:
-			selected = append(selected, kindName(o))
+			selected = append(selected, manifest.KindName(o))
 		case *corev1.Service:
 			if _, ok := o.Spec.Selector["release"]; ok {
 				t.Errorf("overlay's label went into the Service's selector %v", o.Spec.Selector)
 			}
 		}
 		if _, ok := o.(*corev1.Namespace); !ok && o.GetNamespace() != namespace {
-			t.Errorf("overlay's %s in namespace %q, want %q", kindName(o), o.GetNamespace(), namespace)
+			t.Errorf("overlay's %s in namespace %q, want %q", manifest.KindName(o), o.GetNamespace(), namespace)
 		}
 	}
 	if len(selected) != 2 {

@@ -1,11 +1,7 @@
 package kubernetes
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,18 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	sjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
+
+	"github.com/gpuaffinity/gpuaffinity/deploy/internal/manifest"
 )
 
 // The facts the manifests must agree on (the agent's contract: the
@@ -58,78 +51,6 @@ type kustomizeImage struct {
 	NewTag  string `json:"newTag,omitempty"`
 }
 
-// decodeStrict decodes one YAML document into out the way the API server
-// does with fieldValidation=Strict: field names are case-sensitive, and
-// unknown or duplicate fields are errors.
-func decodeStrict(doc []byte, out any) error {
-	j, err := yaml.YAMLToJSONStrict(doc)
-	if err != nil {
-		return err
-	}
-	strict, err := sjson.UnmarshalStrict(j, out)
-	if err != nil {
-		return err
-	}
-	return errors.Join(strict...)
-}
-
-// documents splits a multi-document YAML stream, dropping documents that
-// hold only comments and blank lines.
-func documents(name string, data []byte) ([][]byte, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var docs [][]byte
-	for {
-		d, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		blank := true
-		for line := range strings.SplitSeq(string(d), "\n") {
-			line = strings.TrimSpace(line)
-			if line != "" && line != "---" && !strings.HasPrefix(line, "#") {
-				blank = false
-				break
-			}
-		}
-		if !blank {
-			docs = append(docs, d)
-		}
-	}
-}
-
-// decodeObject decodes one manifest into the API type its apiVersion and
-// kind name. A kind this deployment does not use is an error.
-func decodeObject(doc []byte) (metav1.Object, error) {
-	var tm metav1.TypeMeta
-	if err := yaml.Unmarshal(doc, &tm); err != nil {
-		return nil, err
-	}
-	var obj metav1.Object
-	switch gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind); gvk {
-	case corev1.SchemeGroupVersion.WithKind("Namespace"):
-		obj = &corev1.Namespace{}
-	case corev1.SchemeGroupVersion.WithKind("ServiceAccount"):
-		obj = &corev1.ServiceAccount{}
-	case corev1.SchemeGroupVersion.WithKind("Service"):
-		obj = &corev1.Service{}
-	case appsv1.SchemeGroupVersion.WithKind("DaemonSet"):
-		obj = &appsv1.DaemonSet{}
-	case monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind):
-		obj = &monitoringv1.ServiceMonitor{}
-	case monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind):
-		obj = &monitoringv1.PrometheusRule{}
-	default:
-		return nil, fmt.Errorf("apiVersion %q, kind %q: not a type of this deployment", tm.APIVersion, tm.Kind)
-	}
-	if err := decodeStrict(doc, obj); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
-	}
-	return obj, nil
-}
-
 // manifests is the decoded set kustomization.yaml applies.
 type manifests struct {
 	kust           kustomization
@@ -149,7 +70,7 @@ func readKustomization(t *testing.T) kustomization {
 		t.Fatal(err)
 	}
 	var k kustomization
-	if err := decodeStrict(data, &k); err != nil {
+	if err := manifest.DecodeStrict(data, &k); err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
 	}
 	return k
@@ -165,7 +86,7 @@ func load(t *testing.T) manifests {
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs, err := documents(file, data)
+		docs, err := manifest.Documents(file, data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +94,7 @@ func load(t *testing.T) manifests {
 			t.Errorf("%s: no manifest", file)
 		}
 		for i, doc := range docs {
-			obj, err := decodeObject(doc)
+			obj, err := manifest.Decode(doc)
 			if err != nil {
 				t.Fatalf("%s, document %d: %v", file, i+1, err)
 			}
@@ -415,10 +336,29 @@ func TestDaemonSet(t *testing.T) {
 		{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoExecute},
 		{Key: "sku", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+		// A site's own health taints, under a key nothing here knows:
+		// the agent reports the node's health, so neither may keep it
+		// off nor evict it (docs/operations.md, "Tolerations").
+		{Key: "example.com/gpu-unhealthy", Value: "xid-79", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "example.com/gpu-unhealthy", Effect: corev1.TaintEffectNoExecute},
 	} {
-		if !tolerates(ps.Tolerations, taint) {
+		if !manifest.Tolerates(ps.Tolerations, taint) {
 			t.Errorf("no toleration for taint %s", taint.ToString())
 		}
+	}
+	// A NoExecute toleration with tolerationSeconds evicts the agent when
+	// they run out, that is, on a node that stays unhealthy.
+	for _, tol := range ps.Tolerations {
+		if tol.TolerationSeconds != nil {
+			t.Errorf("toleration of key %q has tolerationSeconds %d: the agent would leave a node that stays tainted", tol.Key, *tol.TolerationSeconds)
+		}
+	}
+	ops, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !githubAnchors(ops)["tolerations"] {
+		t.Errorf("%s has no Tolerations section, which daemonset.yaml points to", operationsDoc)
 	}
 
 	// Security: no privilege, no capability, read-only root.
@@ -553,53 +493,6 @@ func TestServiceAndServiceMonitor(t *testing.T) {
 	}
 }
 
-// TestStrictDecoderRejects makes sure the decoder behind the other tests
-// rejects what the API server's strict field validation rejects.
-func TestStrictDecoderRejects(t *testing.T) {
-	const ds = `apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: x
-spec:
-  selector:
-    matchLabels: {app: x}
-  template:
-    metadata:
-      labels: {app: x}
-    spec:
-      containers:
-        - name: agent
-          image: busybox
-%s`
-	if _, err := decodeObject(fmt.Appendf(nil, ds, "")); err != nil {
-		t.Fatalf("the valid DaemonSet: %v", err)
-	}
-	for _, tc := range []struct {
-		name, doc, want string
-	}{
-		{"unknown field", fmt.Sprintf(ds, "          readinesProbe: {}\n"), "readinesProbe"},
-		{"wrong case", fmt.Sprintf(ds, "          ImagePullPolicy: Always\n"), "ImagePullPolicy"},
-		{"duplicate field", fmt.Sprintf(ds, "          image: busybox\n"), `key "image" already set`},
-		{"unknown top-level field", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspecs: {}\n", "specs"},
-		{"unknown kind", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n", "Deployment"},
-		{"unknown group", "apiVersion: monitoring.coreos.com/v1alpha1\nkind: ServiceMonitor\nmetadata: {name: x}\n", "v1alpha1"},
-		{"unknown ServiceMonitor field", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\nspec:\n  selector: {}\n  endpoints:\n    - port: metrics\n      intervall: 30s\n", "intervall"},
-		{"unknown rule field", "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: x}\nspec:\n  groups:\n    - name: g\n      rules:\n        - alert: A\n          expr: up\n          severity: critical\n", "severity"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeObject([]byte(tc.doc))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one naming %q", err, tc.want)
-			}
-		})
-	}
-	var k kustomization
-	err := decodeStrict([]byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresource:\n  - a.yaml\n"), &k)
-	if err == nil || !strings.Contains(err.Error(), "resource") {
-		t.Errorf("kustomization with a misspelt field: error %v, want one naming it", err)
-	}
-}
-
 func envValue(c corev1.Container, name string) string {
 	for _, e := range c.Env {
 		if e.Name == name {
@@ -633,15 +526,6 @@ func selectsLabel(a *corev1.Affinity, key string) bool {
 			if e.Key == key {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-func tolerates(ts []corev1.Toleration, taint corev1.Taint) bool {
-	for i := range ts {
-		if ts[i].ToleratesTaint(logr.Discard(), &taint, false) {
-			return true
 		}
 	}
 	return false

@@ -15,6 +15,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/gpuaffinity/gpuaffinity/deploy/internal/manifest"
 	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 )
 
@@ -40,7 +41,7 @@ func readRules(t *testing.T) ([]byte, rulesDoc) {
 		t.Fatal(err)
 	}
 	var r rulesDoc
-	if err := decodeStrict(data, &r); err != nil {
+	if err := manifest.DecodeStrict(data, &r); err != nil {
 		t.Fatalf("%s: %v", rulesFile, err)
 	}
 	if len(r.Groups) == 0 {
@@ -253,7 +254,7 @@ func TestRuleUnitTestsCoverEveryAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rt ruleTests
-	if err := decodeStrict(data, &rt); err != nil {
+	if err := manifest.DecodeStrict(data, &rt); err != nil {
 		t.Fatalf("%s: %v", rulesTestFile, err)
 	}
 	if !slices.Equal(rt.RuleFiles, []string{"gpuaffinity-rules.yaml"}) {

@@ -1,0 +1,367 @@
+package grafana
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/promtest"
+)
+
+// The demo machines the agent runs on, by the role they play here.
+const (
+	healthyDemo = "dgx-h100"
+	faultsDemo  = "dgx-h100-faults"
+	job         = "gpuaffinity"
+)
+
+// Values the test gives Grafana's variables. Prometheus scrapes every
+// promtest.Interval (1 s), and Grafana's $__rate_interval is
+// max($__interval + scrape interval, 4 × scrape interval)
+// (https://grafana.com/docs/grafana/latest/datasources/prometheus/template-variables/#use-__rate_interval),
+// so 4s with a 1s $__interval. $__range is the dashboard's default time
+// range, now-1h (TestDashboard holds it relative).
+var grafanaValues = map[string]string{"__interval": "1s", "__rate_interval": "4s", "__range": "1h"}
+
+// wantValue is a value a panel's query must return on one demo machine,
+// for the series whose labels include labels.
+type wantValue struct {
+	panel, ref string
+	labels     map[string]string
+	value      float64
+}
+
+// Expected values, written from the fixtures:
+//   - dgx-h100 (internal/fakesys/testdata/machines/dgx-h100.yaml and the
+//     dgx-h100 row of docs/metrics.md's series table): 8 H100 GPUs with 18
+//     NVLinks each (gpu_gpu NV18: 144 links), 12 RDMA ports of 12 devices,
+//     8 of them compute (roles mlx5_0, 3, 4, 5, 6, 9, 10, 11), every GPU
+//     paired PIX, all healthy.
+//   - dgx-h100-faults (dgx-h100-faults.yaml, faults and expect): GPU 7
+//     lost, GPU 2's NVLink 5 down and GPU 2 using mlx5_0 at NODE since its
+//     own mlx5_4/1 is DOWN/Polling, GPU 4 waiting for a row remap, GPU 1
+//     with XIDs 48, 94 and 94. The failing checks follow docs/health.md:
+//     gpu.visible (lost GPU), nvlink.active (17 of 18 links),
+//     nic.port_state (port not ACTIVE/LinkUp), gpu.row_remap (pending).
+var wantValues = map[string][]wantValue{
+	healthyDemo: {
+		{"GPUs", "A", nil, 8},
+		{"GPUs down", "A", nil, 0},
+		{"RDMA NICs", "A", nil, 12},
+		{"Compute NICs", "A", nil, 8},
+		{"Health verdict", "A", nil, 1},
+		{"GPU↔NIC aligned", "A", nil, 1},
+		{"Agent up", "A", nil, 1},
+		{"Discovery", "A", nil, 1},
+		{"NVML", "A", nil, 1},
+		{"State files", "A", nil, 1},
+		{"GPUs not aligned", "A", nil, 0},
+		{"Pairs by path class", "A", map[string]string{"class": "PIX"}, 8},
+		{"NVLinks up", "A", nil, 144},
+		{"NVLinks expected", "A", nil, 144},
+		{"NVLinks missing", "A", nil, 0},
+		{"GPUs without NVLink state", "A", nil, 0},
+		{"Links missing per GPU", "A", map[string]string{"gpu": "2"}, 0},
+		{"Ports not active", "A", nil, 0},
+		{"Ports without physical link", "A", nil, 0},
+		{"RDMA devices gone", "A", nil, 0},
+		{"Counter files disabled", "A", nil, 0},
+		{"Failed checks", "A", nil, 0},
+		{"XIDs since the agent started", "A", map[string]string{"gpu": "1"}, 0},
+		{"Failed discoveries in range", "A", nil, 0},
+	},
+	faultsDemo: {
+		{"GPUs", "A", nil, 8},
+		{"GPUs down", "A", nil, 1},
+		{"Health verdict", "A", nil, 0},
+		{"GPU↔NIC aligned", "A", nil, 0},
+		{"GPUs not aligned", "A", nil, 1},
+		{"Pairs by path class", "A", map[string]string{"class": "NODE"}, 1},
+		{"Pairs by path class", "A", map[string]string{"class": "PIX"}, 7},
+		{"Best NIC path class per GPU", "A", map[string]string{"gpu": "2"}, 4},
+		{"Links missing per GPU", "A", map[string]string{"gpu": "2"}, 1},
+		{"Ports not active", "A", nil, 1},
+		{"Ports without physical link", "A", nil, 1},
+		{"Port state", "A", map[string]string{"device": "mlx5_4", "port": "1"}, 1},
+		{"XIDs since the agent started", "A", map[string]string{"gpu": "1"}, 3},
+		{"XIDs since the agent started", "A", map[string]string{"gpu": "0"}, 0},
+		{"Checks", "A", map[string]string{"check": "gpu.visible"}, 1},
+		{"Checks", "A", map[string]string{"check": "nvlink.active"}, 1},
+		{"Checks", "A", map[string]string{"check": "nic.port_state"}, 1},
+		{"Checks", "A", map[string]string{"check": "gpu.row_remap"}, 1},
+		{"Checks", "A", map[string]string{"check": "topo.gdr"}, 0},
+		{"GPU health (current)", "A", map[string]string{"gpu": "7"}, 0}, // NVML: GPU 7 lost
+		{"GPU health (current)", "G", map[string]string{"gpu": "4"}, 1}, // remap pending
+	},
+}
+
+// The dashboard against a real Prometheus: the agent (the binary, built
+// here) runs on a healthy and a faulty demo machine, Prometheus scrapes
+// both every second, and every panel query, with the variables set to
+// each node in turn, parses and returns data; the job and node variables'
+// label_values queries list the job and both agents; every metric the
+// dashboard names exists; and the panels that count faults count those
+// of the fixtures (wantValues).
+func TestDashboardOnPrometheus(t *testing.T) {
+	promtest.Binary(t) // skip (or fail under CI) before building anything
+	start := time.Now()
+	d := load(t)
+
+	// Prometheus first: it takes up to 5 s to start scraping (see
+	// promtest.Server.WaitScrapes), time the build and the agents' start use.
+	demos := []string{healthyDemo, faultsDemo}
+	addrs := map[string]string{}
+	var targets []string
+	for _, demo := range demos {
+		addrs[demo] = promtest.FreeAddr(t)
+		targets = append(targets, addrs[demo])
+	}
+	prom := promtest.Start(t, job, targets...)
+	bin := buildAgent(t)
+	t.Logf("built the agent in %s", time.Since(start).Round(time.Millisecond))
+	agents := map[string]*agentProc{}
+	for _, demo := range demos {
+		agents[demo] = startAgent(t, bin, demo, addrs[demo])
+	}
+	for demo, a := range agents {
+		a.waitDiscovered(t, demo)
+	}
+	t.Logf("agents serving after %s", time.Since(start).Round(time.Millisecond))
+	// 4 scrapes, 1 s apart: a 4s rate window holds at least 3 samples from
+	// then on. (Prometheus applies new targets up to 5 s after it starts:
+	// its scrape manager's reload ticker.)
+	prom.WaitScrapes(t, 4, 30*time.Second)
+	t.Logf("Prometheus has 4 scrapes of each agent after %s", time.Since(start).Round(time.Millisecond))
+
+	checkVariables(t, d, prom, targets)
+	checkMetricNames(t, d, prom)
+
+	ps := queryPanels(d.Panels)
+	byTitle := map[string]panel{}
+	for _, p := range ps {
+		byTitle[p.Title] = p
+	}
+	queries := 0
+	for demo, a := range agents {
+		vals := map[string]string{"job": job, "instance": a.addr}
+		for k, v := range grafanaValues {
+			vals[k] = v
+		}
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				expr, err := substitute(tg.Expr, vals)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				got, err := prom.Query(expr)
+				queries++
+				if err != nil {
+					t.Errorf("%s: panel %q target %s: %v", demo, p.Title, tg.RefID, err)
+				} else if len(got) == 0 {
+					t.Errorf("%s: panel %q target %s: no data for %s", demo, p.Title, tg.RefID, expr)
+				}
+			}
+		}
+		for _, w := range wantValues[demo] {
+			p, ok := byTitle[w.panel]
+			i := slices.IndexFunc(p.Targets, func(tg target) bool { return tg.RefID == w.ref })
+			if !ok || i < 0 {
+				t.Errorf("no panel %q with target %s", w.panel, w.ref)
+				continue
+			}
+			expr, err := substitute(p.Targets[i].Expr, vals)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			got, err := prom.Query(expr)
+			if err != nil {
+				t.Errorf("%s: panel %q: %v", demo, w.panel, err)
+				continue
+			}
+			checkValue(t, demo, w, got)
+		}
+	}
+	t.Logf("%d panel queries on 2 nodes checked after %s", queries, time.Since(start).Round(time.Millisecond))
+}
+
+// checkValue finds the one sample of got whose labels include w.labels
+// and compares its value.
+func checkValue(t *testing.T, demo string, w wantValue, got []promtest.Sample) {
+	t.Helper()
+	var match []promtest.Sample
+	for _, s := range got {
+		ok := true
+		for k, v := range w.labels {
+			ok = ok && s.Metric[k] == v
+		}
+		if ok {
+			match = append(match, s)
+		}
+	}
+	if len(match) != 1 || match[0].Value != w.value {
+		t.Errorf("%s: panel %q target %s %v = %v, want one series of value %g", demo, w.panel, w.ref, w.labels, match, w.value)
+	}
+}
+
+// checkVariables evaluates the job and instance variables' label_values
+// queries through the label values API, as Grafana's Prometheus data
+// source does: job lists the job, instance (for that job) both agents.
+func checkVariables(t *testing.T, d dashboard, prom *promtest.Server, targets []string) {
+	t.Helper()
+	want := map[string][]string{"job": {job}, "instance": slices.Sorted(slices.Values(targets))}
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValuesRE.FindStringSubmatch(v.Query)
+		if m == nil {
+			t.Errorf("variable %s: %q is no label_values query", v.Name, v.Query)
+			continue
+		}
+		match, err := substitute(m[1], map[string]string{"job": job})
+		if err != nil {
+			t.Errorf("variable %s: %v", v.Name, err)
+			continue
+		}
+		var matchers []string
+		if match != "" {
+			matchers = []string{match}
+		}
+		got, err := prom.LabelValues(m[2], matchers...)
+		if err != nil || !slices.Equal(got, want[v.Name]) {
+			t.Errorf("variable %s (%s): %q, %v; want %q", v.Name, v.Query, got, err, want[v.Name])
+		}
+	}
+}
+
+// checkMetricNames holds every metric a query names to the series
+// Prometheus holds: a query that falls back to 0 (`or on() (0 * …)`)
+// would hide a misspelt name from the no-data check.
+func checkMetricNames(t *testing.T, d dashboard, prom *promtest.Server) {
+	t.Helper()
+	names, err := prom.LabelValues("__name__", fmt.Sprintf(`{job=%q}`, job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range queryPanels(d.Panels) {
+		for _, tg := range p.Targets {
+			sels, _ := selectors(tg.Expr) // TestDashboard reports errors
+			for _, s := range sels {
+				if !slices.Contains(names, s.name) {
+					t.Errorf("panel %q target %s: no series named %s on either demo machine", p.Title, tg.RefID, s.name)
+				}
+			}
+		}
+	}
+}
+
+// buildAgent builds cmd/gpuaffinity (the full binary, agent included)
+// into a temporary directory.
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gpuaffinity")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/gpuaffinity/gpuaffinity/cmd/gpuaffinity")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// agentProc is `gpuaffinity agent --demo NAME` running as a process.
+type agentProc struct {
+	addr   string
+	stderr *syncBuffer
+	exited chan struct{}
+}
+
+// startAgent runs the agent on a demo machine, listening on addr, with
+// its state and the demo machine's files in temporary directories.
+// t.Cleanup stops it with SIGTERM.
+func startAgent(t *testing.T, bin, demo, addr string) *agentProc {
+	t.Helper()
+	tmp := t.TempDir()
+	a := &agentProc{addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd := exec.Command(bin, "agent", "--demo", demo, "--state-dir", filepath.Join(tmp, "state"),
+		"--web.listen-address", a.addr)
+	// The demo machine is built under TMPDIR; no GPUAFFINITY_* setting of
+	// the caller reaches the agent.
+	cmd.Env = []string{"TMPDIR=" + tmp}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "GPUAFFINITY_") && !strings.HasPrefix(e, "TMPDIR=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = a.stderr, a.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(a.exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-a.exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-a.exited
+			t.Errorf("agent --demo %s did not stop within 10 s of SIGTERM; stderr:\n%s", demo, a.stderr)
+		}
+	})
+	return a
+}
+
+// waitDiscovered waits until the agent's /metrics carries the topology
+// series, which exist only after the first discovery (docs/metrics.md,
+// "Topology"), so every scrape Prometheus takes has the full set.
+func (a *agentProc) waitDiscovered(t *testing.T, demo string) {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := client.Get("http://" + a.addr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && bytes.Contains(b, []byte("\ngpuaffinity_topology_aligned ")) {
+				return
+			}
+		}
+		select {
+		case <-a.exited:
+			t.Fatalf("agent --demo %s exited; stderr:\n%s", demo, a.stderr)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent --demo %s: no topology series on /metrics within 30 s; stderr:\n%s", demo, a.stderr)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a process's output copier and the
+// test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

@@ -1,0 +1,285 @@
+// Package promtest runs a real Prometheus server for tests: it scrapes
+// the given targets every second into a TSDB on tmpfs and answers queries
+// through its HTTP API (https://prometheus.io/docs/prometheus/latest/querying/api/).
+// The binary is the Debian package prometheus's /usr/bin/prometheus (make
+// deps installs it). Only _test.go files import this package.
+package promtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+)
+
+// Interval is the scrape interval (and timeout) of every target.
+const Interval = time.Second
+
+// Binary returns the path of the prometheus binary. Without one the test
+// fails under CI (testenv.InCI) and is skipped elsewhere, naming the
+// Debian package.
+func Binary(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		if testenv.InCI() {
+			t.Fatal("prometheus missing under CI (Debian package prometheus; make deps installs it)")
+		}
+		t.Skip("prometheus not installed (Debian package prometheus)")
+	}
+	return p
+}
+
+// Server is a Prometheus process started by Start.
+type Server struct {
+	// URL is the server's base URL, http://127.0.0.1:PORT.
+	URL     string
+	job     string
+	targets []string
+	logs    *syncBuffer
+	client  *http.Client
+}
+
+// Start runs Prometheus with one scrape job, job, over the static targets
+// (host:port, scraped over http at /metrics every Interval), and waits
+// until it answers /-/ready. t.Cleanup stops it (SIGTERM, then SIGKILL
+// after 10 s) and removes its storage.
+func Start(t testing.TB, job string, targets ...string) *Server {
+	t.Helper()
+	bin := Binary(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	var quoted []string
+	for _, tg := range targets {
+		quoted = append(quoted, strconv.Quote(tg))
+	}
+	yml := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n  - job_name: %q\n    static_configs:\n      - targets: [%s]\n",
+		Interval, Interval, job, strings.Join(quoted, ", "))
+	if err := os.WriteFile(cfg, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := storageDir(t)
+	addr := FreeAddr(t)
+	s := &Server{URL: "http://" + addr, job: job, targets: targets, logs: &syncBuffer{},
+		client: &http.Client{Timeout: 10 * time.Second}}
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+data,
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start prometheus: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := s.client.Get(s.URL + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("prometheus exited before it was ready; its log:\n%s", s.Logs())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready within 30 s; its log:\n%s", s.Logs())
+		}
+	}
+}
+
+// storageDir is a fresh directory under /dev/shm (tmpfs), else under
+// t.TempDir.
+func storageDir(t testing.TB) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "promtest-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return filepath.Join(t.TempDir(), "data")
+}
+
+// Logs returns what Prometheus wrote on stdout and stderr so far.
+func (s *Server) Logs() string { return s.logs.String() }
+
+// WaitScrapes waits until every target of the job is up and has been
+// scraped successfully at least n times, or fails the test after
+// timeout. Prometheus applies the configured targets up to 5 s after it
+// starts (its scrape manager reloads targets on a 5 s ticker), so start
+// it before the targets are ready rather than after: failed scrapes of a
+// target not yet listening do not count.
+func (s *Server) WaitScrapes(t testing.TB, n int, timeout time.Duration) {
+	t.Helper()
+	sel := fmt.Sprintf("up{job=%q}", s.job)
+	deadline := time.Now().Add(timeout)
+	for {
+		up, errUp := s.Query(fmt.Sprintf("count(%s == 1)", sel))
+		scrapes, errN := s.Query(fmt.Sprintf("min(sum_over_time(%s[1h]))", sel))
+		if errUp == nil && errN == nil && len(up) == 1 && len(scrapes) == 1 &&
+			up[0].Value == float64(len(s.targets)) && scrapes[0].Value >= float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within %s, not all %d targets of job %s were up and scraped %d times (up: %v %v; scrapes: %v %v); Prometheus's log:\n%s",
+				timeout, len(s.targets), s.job, n, up, errUp, scrapes, errN, s.Logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Sample is one element of an instant vector.
+type Sample struct {
+	Metric map[string]string
+	Value  float64
+}
+
+// apiResponse is the envelope of every answer of the HTTP API.
+type apiResponse struct {
+	Status    string          `json:"status"`
+	Data      json.RawMessage `json:"data"`
+	ErrorType string          `json:"errorType"`
+	Error     string          `json:"error"`
+	Warnings  []string        `json:"warnings"`
+	Infos     []string        `json:"infos"`
+}
+
+// Query evaluates expr as an instant query at the server's present time
+// (/api/v1/query). It fails unless the status is success without
+// warnings and the result is an instant vector (so a scalar expression,
+// which always "has data", is refused).
+func (s *Server) Query(expr string) ([]Sample, error) {
+	data, err := s.get("/api/v1/query", url.Values{"query": {expr}})
+	if err != nil {
+		return nil, err
+	}
+	var d struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	}
+	if err := decodeStrict(data, &d); err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	if d.ResultType != "vector" {
+		return nil, fmt.Errorf("query %s: result type %q, want vector", expr, d.ResultType)
+	}
+	var vec []struct {
+		Metric map[string]string `json:"metric"`
+		Value  [2]any            `json:"value"`
+	}
+	if err := decodeStrict(d.Result, &vec); err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	out := make([]Sample, 0, len(vec))
+	for _, r := range vec {
+		vs, ok := r.Value[1].(string)
+		if !ok {
+			return nil, fmt.Errorf("query %s: sample value %v is not a string", expr, r.Value[1])
+		}
+		v, err := strconv.ParseFloat(vs, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: sample value: %w", expr, err)
+		}
+		out = append(out, Sample{Metric: r.Metric, Value: v})
+	}
+	return out, nil
+}
+
+// LabelValues returns the values of label over the series matching the
+// selectors (/api/v1/label/<label>/values with match[]; none: all series).
+func (s *Server) LabelValues(label string, match ...string) ([]string, error) {
+	data, err := s.get("/api/v1/label/"+url.PathEscape(label)+"/values", url.Values{"match[]": match})
+	if err != nil {
+		return nil, err
+	}
+	var vals []string
+	if err := decodeStrict(data, &vals); err != nil {
+		return nil, fmt.Errorf("label values of %s: %w", label, err)
+	}
+	return vals, nil
+}
+
+// get calls an API endpoint and returns the data of a successful answer.
+func (s *Server) get(path string, q url.Values) (json.RawMessage, error) {
+	resp, err := s.client.Get(s.URL + path + "?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var r apiResponse
+	if err := decodeStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: HTTP %d: %w", path, resp.StatusCode, err)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("%s %v: status %q: %s: %s", path, q, r.Status, r.ErrorType, r.Error)
+	}
+	if len(r.Warnings) > 0 {
+		return nil, fmt.Errorf("%s %v: warnings %q", path, q, r.Warnings)
+	}
+	return r.Data, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// FreeAddr returns a 127.0.0.1 address whose port was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer that a process's output copier and the
+// test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
