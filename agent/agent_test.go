@@ -402,14 +402,19 @@ func grepLines(text string, prefixes ...string) string {
 }
 
 // The XID watch counts the fixture's recorded XIDs (GPU 1: 48, 94, 94)
-// once: rescans re-open nvml.json but keep the one watch.
+// once: rescans re-open nvml.json but keep the one watch. The series
+// carry GPU 1's join labels (docs/metrics.md), written from the fixture
+// (dgx-h100-faults extends dgx-h100, internal/fakesys/testdata/machines:
+// host dgx-h100-01, GPU 1 at 0000:43:00.0).
 func TestXIDWatch(t *testing.T) {
+	t.Setenv("NODE_NAME", "") // Hostname: the fixture's
 	root := fakesystest.Root(t, "dgx-h100-faults")
 	before := runtime.NumGoroutine()
 	r := startAgent(t, Options{Root: root})
+	const gpu1 = `Hostname="dgx-h100-01",UUID="GPU-dgxh100-0000-0000-0000-000000000001",gpu="1",model_name="NVIDIA H100 80GB HBM3",pci_bus_id="00000000:43:00.0"`
 	want := []string{
-		`gpuaffinity_gpu_xid_errors_total{gpu="1",xid="48"} 1`,
-		`gpuaffinity_gpu_xid_errors_total{gpu="1",xid="94"} 2`,
+		`gpuaffinity_gpu_xid_errors_total{` + gpu1 + `,xid="48"} 1`,
+		`gpuaffinity_gpu_xid_errors_total{` + gpu1 + `,xid="94"} 2`,
 	}
 	check := func() string {
 		_, m := r.get(t, "/metrics")

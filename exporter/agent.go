@@ -10,9 +10,10 @@ import (
 )
 
 // collectAgent renders what the agent keeps in memory: discovery, the
-// health gate, the state files and the XID counts. It reads no device and
+// health gate, the state files and the XID counts (labelled as the GPU
+// of that NVML index in gpus). It reads no device and
 // is always part of a collection.
-func collectAgent(st *State, xid *XIDCounter, s *sink) {
+func collectAgent(st *State, gpus *gpuLabelSet, xid *XIDCounter, s *sink) {
 	d := st.Discovery
 	s.gauge(descDiscoverySuccess, b2f(d.OK))
 	if !d.Last.IsZero() {
@@ -51,10 +52,10 @@ func collectAgent(st *State, xid *XIDCounter, s *sink) {
 	}
 	slices.SortFunc(keys, func(a, b xidKey) int { return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.code, b.code)) })
 	for _, k := range keys {
-		s.counter(descXIDErrors, float64(count[k]), itoa(k.gpu), strconv.FormatUint(k.code, 10))
+		s.gpuCounter(descXIDErrors, float64(count[k]), gpus.xid(k.gpu), strconv.FormatUint(k.code, 10))
 	}
 	for gpu, t := range last {
-		s.gauge(descLastXIDTimestamp, unix(t), itoa(gpu))
+		s.gpuGauge(descLastXIDTimestamp, unix(t), gpus.xid(gpu))
 	}
 }
 

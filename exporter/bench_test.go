@@ -61,3 +61,22 @@ func BenchmarkNodeExporterScrape(b *testing.B) {
 	url := startNodeExporter(b, root)
 	benchScrape(b, url)
 }
+
+// BenchmarkCollectNVML is the nvml collector's run alone on dgx-h100 with
+// its label cache warm (as at every scrape after the first): the NVML
+// read replayed and its 881 series (8 GPUs, 144 NVLinks).
+func BenchmarkCollectNVML(b *testing.B) {
+	root, node := fixture(b, "dgx-h100")
+	e := newExporter(b, root, node, replay(b, root))
+	p := e.parts[0]
+	st := State{Node: node}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := sink{lc: &p.labels, buf: make([]series, 0, p.lastN)}
+		if err := e.collectNVML(b.Context(), &st, &s); err != nil {
+			b.Fatal(err)
+		}
+		p.labels.endRun()
+		p.lastN = len(s.ms)
+	}
+}

@@ -74,7 +74,7 @@ func (e *Exporter) collect() ([]*dto.MetricFamily, error) {
 	b := newFamilyBuilder(e.counts)
 	e.countsMu.Unlock()
 	var own sink
-	collectAgent(&st, e.opts.XID, &own)
+	collectAgent(&st, e.gpus.get(st.Node), e.opts.XID, &own)
 	for _, m := range own.ms {
 		b.add(m)
 	}
@@ -215,11 +215,42 @@ func (s *sink) add(d *prometheus.Desc, t prometheus.ValueType, v float64, labels
 		s.errs = append(s.errs, err)
 		return
 	}
+	s.send(d, t, v, pairs)
+}
+
+// send adds a series with label pairs of the label cache.
+func (s *sink) send(d *prometheus.Desc, t prometheus.ValueType, v float64, pairs []*dto.LabelPair) {
 	if len(s.buf) == cap(s.buf) {
 		s.buf = make([]series, 0, seriesChunk)
 	}
 	s.buf = append(s.buf, series{desc: d, labels: pairs, typ: t, val: v})
 	s.ms = append(s.ms, &s.buf[len(s.buf)-1])
+}
+
+// addGPU adds a series of one GPU: d's labels are gpuLabelNames, then
+// extra's.
+func (s *sink) addGPU(d *prometheus.Desc, t prometheus.ValueType, v float64, g *gpuLabels, extra []string) {
+	if s.lc == nil {
+		labels := make([]string, 0, len(g.values)+len(extra))
+		s.add(d, t, v, append(append(labels, g.values...), extra...)...)
+		return
+	}
+	pairs, err := s.lc.gpuPairs(d, t, v, g, extra)
+	if err != nil {
+		s.errs = append(s.errs, err)
+		return
+	}
+	s.send(d, t, v, pairs)
+}
+
+// gpuGauge and gpuCounter send a series of the GPU g, with extra's
+// labels after the GPU's (a link, an XID code).
+func (s *sink) gpuGauge(d *prometheus.Desc, v float64, g *gpuLabels, extra ...string) {
+	s.addGPU(d, prometheus.GaugeValue, v, g, extra)
+}
+
+func (s *sink) gpuCounter(d *prometheus.Desc, v float64, g *gpuLabels, extra ...string) {
+	s.addGPU(d, prometheus.CounterValue, v, g, extra)
 }
 
 func (s *sink) gauge(d *prometheus.Desc, v float64, labels ...string) {

@@ -14,6 +14,14 @@ func newDesc(name, help string, labels ...string) *prometheus.Desc {
 	return d
 }
 
+// newGPUDesc is newDesc for a series of one GPU: its labels are the join
+// labels (gpuLabelNames: gpu, UUID, pci_bus_id, model_name, Hostname), then
+// extra. Its series are sent with sink.gpuGauge and sink.gpuCounter.
+func newGPUDesc(name, help string, extra ...string) *prometheus.Desc {
+	labels := append(append([]string(nil), gpuLabelNames...), extra...)
+	return newDesc(name, help, labels...)
+}
+
 // familyMeta is the name and help of a desc's family, for the families
 // the exporter builds itself (familyBuilder): prometheus.Desc does not
 // export them.
@@ -37,34 +45,34 @@ var (
 	descHealthHealthy      = newDesc("health_healthy", "1 when the last health gate passed (what /health answers).")
 	descHealthCheckFailed  = newDesc("health_check_failed", "1 for each check that failed at the last health gate, 0 for the others.", "check")
 	descHealthLastRun      = newDesc("health_last_run_timestamp_seconds", "Time of the last health gate.")
-	descXIDErrors          = newDesc("gpu_xid_errors_total", "XID critical errors seen by the agent's NVML event watch, by code.", "gpu", "xid")
-	descLastXIDTimestamp   = newDesc("gpu_last_xid_timestamp_seconds", "Time of the last XID of the GPU.", "gpu")
+	descXIDErrors          = newGPUDesc("gpu_xid_errors_total", "XID critical errors seen by the agent's NVML event watch, by code.", "xid")
+	descLastXIDTimestamp   = newGPUDesc("gpu_last_xid_timestamp_seconds", "Time of the last XID of the GPU.")
 	descNVMLUp             = newDesc("nvml_up", "1 when NVML initialised at this scrape.")
-	descGPUInfo            = newDesc("gpu_info", "1 per GPU; numa_node is the GPU's resolved NUMA node (its locality), empty when no single node.", "gpu", "uuid", "bus_id", "model", "numa_node")
-	descGPUUp              = newDesc("gpu_up", "1 while NVML answers for the GPU; 0 when NVML reports it lost, its handle fails or NVML is unavailable.", "gpu")
-	descPCIeGen            = newDesc("gpu_pcie_link_generation", "Current PCIe generation of the GPU's link.", "gpu")
-	descPCIeMaxGen         = newDesc("gpu_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link.", "gpu")
-	descPCIeWidth          = newDesc("gpu_pcie_link_width", "Current PCIe lanes of the GPU's link.", "gpu")
-	descPCIeMaxWidth       = newDesc("gpu_pcie_link_max_width", "Maximum PCIe lanes of the GPU's link.", "gpu")
-	descPCIeReplays        = newDesc("gpu_pcie_replays_total", "PCIe replay counter of the GPU.", "gpu")
-	descECCVolatile        = newDesc("gpu_ecc_uncorrected_volatile_errors_total", "Uncorrected ECC errors since the driver loaded.", "gpu")
-	descECCAggregate       = newDesc("gpu_ecc_uncorrected_aggregate_errors_total", "Uncorrected ECC errors over the GPU's life.", "gpu")
-	descRemapCorrectable   = newDesc("gpu_remapped_rows_correctable", "Rows remapped for correctable errors.", "gpu")
-	descRemapUncorrectable = newDesc("gpu_remapped_rows_uncorrectable", "Rows remapped for uncorrectable errors.", "gpu")
-	descRemapPending       = newDesc("gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.", "gpu")
-	descRemapFailure       = newDesc("gpu_remapped_rows_failure", "1 when a row remap failed.", "gpu")
-	descRetiredPages       = newDesc("gpu_retired_pages", "Retired pages (both causes).", "gpu")
-	descRetiredPending     = newDesc("gpu_retired_pages_pending", "1 when a page retirement waits for a reset.", "gpu")
-	descFabricState        = newDesc("gpu_fabric_state", "GPU fabric registration state: 1 not started, 2 in progress, 3 completed.", "gpu")
-	descFabricStatus       = newDesc("gpu_fabric_status", "nvml.Return of the fabric registration (0 success), once the state is completed.", "gpu")
-	descRecoveryAction     = newDesc("gpu_recovery_action", "NVML's recovery action for the GPU: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.", "gpu")
-	descNVLinkVisible      = newDesc("nvlink_visible", "1 when NVML reports NVLink state for the GPU; 0 where every link answers NOT_SUPPORTED.", "gpu")
-	descNVLinkExpected     = newDesc("nvlink_expected_links", "Links the GPU should have up: the --expect count, else the links NVML listed at discovery.", "gpu")
-	descNVLinkUp           = newDesc("nvlink_up", "1 when the NVLink is up, 0 when it is down or unreadable.", "gpu", "link")
-	descNVLinkCRCFlit      = newDesc("nvlink_crc_flit_errors_total", "NVLink data-link CRC flit errors.", "gpu", "link")
-	descNVLinkCRCData      = newDesc("nvlink_crc_data_errors_total", "NVLink data-link CRC data errors.", "gpu", "link")
-	descNVLinkReplay       = newDesc("nvlink_replay_errors_total", "NVLink data-link replays.", "gpu", "link")
-	descNVLinkRecovery     = newDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries.", "gpu", "link")
+	descGPUInfo            = newGPUDesc("gpu_info", "1 per GPU; numa_node is the GPU's resolved NUMA node (its locality), empty when no single node.", "uuid", "bus_id", "model", "numa_node")
+	descGPUUp              = newGPUDesc("gpu_up", "1 while NVML answers for the GPU; 0 when NVML reports it lost, its handle fails or NVML is unavailable.")
+	descPCIeGen            = newGPUDesc("gpu_pcie_link_generation", "Current PCIe generation of the GPU's link.")
+	descPCIeMaxGen         = newGPUDesc("gpu_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link.")
+	descPCIeWidth          = newGPUDesc("gpu_pcie_link_width", "Current PCIe lanes of the GPU's link.")
+	descPCIeMaxWidth       = newGPUDesc("gpu_pcie_link_max_width", "Maximum PCIe lanes of the GPU's link.")
+	descPCIeReplays        = newGPUDesc("gpu_pcie_replays_total", "PCIe replay counter of the GPU.")
+	descECCVolatile        = newGPUDesc("gpu_ecc_uncorrected_volatile_errors_total", "Uncorrected ECC errors since the driver loaded.")
+	descECCAggregate       = newGPUDesc("gpu_ecc_uncorrected_aggregate_errors_total", "Uncorrected ECC errors over the GPU's life.")
+	descRemapCorrectable   = newGPUDesc("gpu_remapped_rows_correctable", "Rows remapped for correctable errors.")
+	descRemapUncorrectable = newGPUDesc("gpu_remapped_rows_uncorrectable", "Rows remapped for uncorrectable errors.")
+	descRemapPending       = newGPUDesc("gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.")
+	descRemapFailure       = newGPUDesc("gpu_remapped_rows_failure", "1 when a row remap failed.")
+	descRetiredPages       = newGPUDesc("gpu_retired_pages", "Retired pages (both causes).")
+	descRetiredPending     = newGPUDesc("gpu_retired_pages_pending", "1 when a page retirement waits for a reset.")
+	descFabricState        = newGPUDesc("gpu_fabric_state", "GPU fabric registration state: 1 not started, 2 in progress, 3 completed.")
+	descFabricStatus       = newGPUDesc("gpu_fabric_status", "nvml.Return of the fabric registration (0 success), once the state is completed.")
+	descRecoveryAction     = newGPUDesc("gpu_recovery_action", "NVML's recovery action for the GPU: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.")
+	descNVLinkVisible      = newGPUDesc("nvlink_visible", "1 when NVML reports NVLink state for the GPU; 0 where every link answers NOT_SUPPORTED.")
+	descNVLinkExpected     = newGPUDesc("nvlink_expected_links", "Links the GPU should have up: the --expect count, else the links NVML listed at discovery.")
+	descNVLinkUp           = newGPUDesc("nvlink_up", "1 when the NVLink is up, 0 when it is down or unreadable.", "link")
+	descNVLinkCRCFlit      = newGPUDesc("nvlink_crc_flit_errors_total", "NVLink data-link CRC flit errors.", "link")
+	descNVLinkCRCData      = newGPUDesc("nvlink_crc_data_errors_total", "NVLink data-link CRC data errors.", "link")
+	descNVLinkReplay       = newGPUDesc("nvlink_replay_errors_total", "NVLink data-link replays.", "link")
+	descNVLinkRecovery     = newGPUDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries.", "link")
 
 	// RDMA (besides the counters of rdmaCounters).
 	descRDMAInfo      = newDesc("rdma_info", "1 per RDMA port.", "device", "port", "link_layer", "fabric", "role", "netdev", "bus_id", "firmware")
@@ -74,8 +82,8 @@ var (
 	descRDMADisabled  = newDesc("rdma_counters_disabled", "Counter files of the port the agent stopped reading because they answered EINVAL.", "device", "port")
 	descRDMAPresent   = newDesc("rdma_device_present", "1 when the RDMA device's ports were read at this scrape; 0 for a device of the last discovery that is gone.", "device")
 	descRDMALifespan  = newDesc("rdma_lifespan_seconds", "hw_counters/lifespan: the period within which two reads of the hw_counters may return the same values.", "device", "port")
-	descTopologyPair  = newDesc("topology_pair_info", "1 per GPU to NIC pair (class PIX, PXB, PHB, NODE, SYS).", "gpu", "nic", "class")
-	descTopologyBest  = newDesc("topology_best_nic_class", "The GPU's pair class: PIX=1, PXB=2, PHB=3, NODE=4, SYS=5; 0 no compute NIC.", "gpu")
+	descTopologyPair  = newGPUDesc("topology_pair_info", "1 per GPU to NIC pair (class PIX, PXB, PHB, NODE, SYS).", "nic", "class")
+	descTopologyBest  = newGPUDesc("topology_best_nic_class", "The GPU's pair class: PIX=1, PXB=2, PHB=3, NODE=4, SYS=5; 0 no compute NIC.")
 	descTopologyAlign = newDesc("topology_aligned", "1 when every GPU has a compute NIC at PXB or closer.")
 	fixedDescs        = []*prometheus.Desc{
 		descCollectorDuration, descCollectorSuccess,

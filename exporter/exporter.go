@@ -81,6 +81,12 @@ type Options struct {
 	// rdma.CounterReader's bounded single read. Tests use it to answer
 	// EINVAL (see rdma.CounterReader).
 	ReadFile func(name string) ([]byte, error)
+	// Hostname is the value of the GPU series' Hostname label (one of
+	// dcgm-exporter's join labels, docs/metrics.md). "" means, as
+	// dcgm-exporter does, $NODE_NAME where set (the DaemonSet sets it to
+	// the Kubernetes node name), else the host name of Root
+	// (<Root>/proc/sys/kernel/hostname), read once by New.
+	Hostname string
 	// Collectors switches collectors by name (CollectorNames): false
 	// disables one, which then sends none of its series (nor its
 	// gpuaffinity_scrape_collector_* series); true or absent leaves it
@@ -115,6 +121,7 @@ type Exporter struct {
 	log     *slog.Logger
 	parts   []*collector
 	nvml    nvmlParts // what the NVML collector renders
+	gpus    *gpuLabelCache
 
 	countsMu sync.Mutex
 	counts   familyCounts // of the last collection, to size the next
@@ -142,6 +149,7 @@ func New(opts Options) (*Exporter, error) {
 	if root == "" {
 		root = "/"
 	}
+	e.gpus = &gpuLabelCache{host: hostname(opts.Hostname, root)}
 	e.rdma = &rdma.CounterReader{Root: root, ReadFile: opts.ReadFile}
 	e.rdma.Counters, e.rdma.CountersExt, e.rdma.HwCounters = rdmaCounterFiles()
 	e.nvml = nvmlParts{gpus: on[CollectorNVML], links: on[CollectorNVLink]}
@@ -155,7 +163,7 @@ func New(opts Options) (*Exporter, error) {
 		e.parts = append(e.parts, &collector{name: CollectorRDMA, run: e.collectRDMA})
 	}
 	if on[CollectorTopology] {
-		e.parts = append(e.parts, &collector{name: CollectorTopology, run: (&topologyCollector{}).collect})
+		e.parts = append(e.parts, &collector{name: CollectorTopology, run: (&topologyCollector{labels: e.gpus}).collect})
 	}
 	for _, c := range []prometheus.Collector{
 		ownDescs{},

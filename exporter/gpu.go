@@ -49,6 +49,7 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 	}
 	used := map[*nvml.GPU]bool{}
 	labelled := map[int]bool{} // gpu label values sent
+	gpus := e.gpus.get(st.Node)
 	if st.Node != nil {
 		for i := range st.Node.GPUs {
 			ng := &st.Node.GPUs[i]
@@ -67,7 +68,7 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 				used[g] = true
 			}
 			labelled[ng.Index] = true
-			gpuMetrics(st, ng, g, e.nvml, s)
+			gpuMetrics(st, gpus.discovered(ng), ng, g, e.nvml, s)
 		}
 	}
 	// GPUs NVML answers for that the discovery does not know (no
@@ -83,7 +84,7 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 			errs = append(errs, fmt.Errorf("NVML GPU %d (%s) is not the discovered GPU %d: rediscovery needed", g.Index, g.BusID, g.Index))
 		default:
 			labelled[g.Index] = true
-			gpuMetrics(st, nil, g, e.nvml, s)
+			gpuMetrics(st, gpus.nvmlOnly(g), nil, g, e.nvml, s)
 		}
 	}
 	return errors.Join(append([]error{res.Err}, errs...)...)
@@ -95,28 +96,20 @@ type nvmlParts struct {
 	links bool // the nvlink collector's: gpuaffinity_nvlink_*
 }
 
-// gpuMetrics renders one GPU: ng is its discovery entry (nil when none),
+// gpuMetrics renders one GPU: id is its labels (its gpu label is its
+// discovery index, else NVML's), ng its discovery entry (nil when none),
 // g what NVML answered at this scrape (nil when nothing).
-func gpuMetrics(st *State, ng *topology.GPU, g *nvml.GPU, parts nvmlParts, s *sink) {
+func gpuMetrics(st *State, id *gpuLabels, ng *topology.GPU, g *nvml.GPU, parts nvmlParts, s *sink) {
 	if parts.gpus {
-		gpuHealthMetrics(ng, g, s)
+		gpuHealthMetrics(id, ng, g, s)
 	}
 	if parts.links {
-		nvlinkMetrics(st, ng, g, s)
+		nvlinkMetrics(st, id, ng, g, s)
 	}
-}
-
-// gpuLabel is a GPU's gpu label value: its discovery index, else NVML's.
-func gpuLabel(ng *topology.GPU, g *nvml.GPU) (int, string) {
-	if ng != nil {
-		return ng.Index, itoa(ng.Index)
-	}
-	return g.Index, itoa(g.Index)
 }
 
 // gpuHealthMetrics renders a GPU's info, up and health series.
-func gpuHealthMetrics(ng *topology.GPU, g *nvml.GPU, s *sink) {
-	_, gpu := gpuLabel(ng, g)
+func gpuHealthMetrics(gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *sink) {
 	var uuid, bus, model, numa string
 	if ng != nil {
 		uuid, bus, model = ng.UUID, ng.BusID, ng.Model
@@ -127,21 +120,21 @@ func gpuHealthMetrics(ng *topology.GPU, g *nvml.GPU, s *sink) {
 	if g != nil {
 		uuid, bus, model = cmp.Or(uuid, g.UUID), cmp.Or(bus, g.BusID), cmp.Or(model, g.Name)
 	}
-	s.gauge(descGPUInfo, 1, gpu, uuid, bus, model, numa)
-	s.gauge(descGPUUp, b2f(g != nil && g.State == nvml.StateOK), gpu)
+	s.gpuGauge(descGPUInfo, 1, gpu, uuid, bus, model, numa)
+	s.gpuGauge(descGPUUp, b2f(g != nil && g.State == nvml.StateOK), gpu)
 
 	if g != nil {
 		if g.PCIeGen > 0 {
-			s.gauge(descPCIeGen, float64(g.PCIeGen), gpu)
+			s.gpuGauge(descPCIeGen, float64(g.PCIeGen), gpu)
 		}
 		if g.PCIeMaxGen > 0 {
-			s.gauge(descPCIeMaxGen, float64(g.PCIeMaxGen), gpu)
+			s.gpuGauge(descPCIeMaxGen, float64(g.PCIeMaxGen), gpu)
 		}
 		if g.PCIeWidth > 0 {
-			s.gauge(descPCIeWidth, float64(g.PCIeWidth), gpu)
+			s.gpuGauge(descPCIeWidth, float64(g.PCIeWidth), gpu)
 		}
 		if g.PCIeMaxWidth > 0 {
-			s.gauge(descPCIeMaxWidth, float64(g.PCIeMaxWidth), gpu)
+			s.gpuGauge(descPCIeMaxWidth, float64(g.PCIeMaxWidth), gpu)
 		}
 		healthMetrics(gpu, &g.Health, s)
 	}
@@ -149,11 +142,10 @@ func gpuHealthMetrics(ng *topology.GPU, g *nvml.GPU, s *sink) {
 
 // nvlinkMetrics renders a GPU's NVLink series: the links of the discovery
 // and of this scrape.
-func nvlinkMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
-	idx, gpu := gpuLabel(ng, g)
+func nvlinkMetrics(st *State, gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *sink) {
 	visible := (ng != nil && ng.NVLinkVisible) || (g != nil && g.NVLinkVisible)
-	s.gauge(descNVLinkVisible, b2f(visible), gpu)
-	expected, ok := st.ExpectedNVLinks[idx]
+	s.gpuGauge(descNVLinkVisible, b2f(visible), gpu)
+	expected, ok := st.ExpectedNVLinks[gpu.index]
 	switch {
 	case ok:
 	case ng != nil:
@@ -161,7 +153,7 @@ func nvlinkMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
 	case g != nil:
 		expected = len(g.NVLinks)
 	}
-	s.gauge(descNVLinkExpected, float64(expected), gpu)
+	s.gpuGauge(descNVLinkExpected, float64(expected), gpu)
 
 	now := map[int]*nvml.NVLink{}
 	var links []int
@@ -186,7 +178,7 @@ func nvlinkMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
 	for _, n := range links {
 		link := itoa(n)
 		l := now[n]
-		s.gauge(descNVLinkUp, b2f(l != nil && l.Active), gpu, link)
+		s.gpuGauge(descNVLinkUp, b2f(l != nil && l.Active), gpu, link)
 		if l == nil {
 			continue
 		}
@@ -199,7 +191,7 @@ func nvlinkMetrics(st *State, ng *topology.GPU, g *nvml.GPU, s *sink) {
 
 // healthMetrics renders NVML's health answers; a nil answer (NOT_SUPPORTED
 // or failed) is no series.
-func healthMetrics(gpu string, h *nvml.Health, s *sink) {
+func healthMetrics(gpu *gpuLabels, h *nvml.Health, s *sink) {
 	counterPtr(s, descPCIeReplays, h.PCIeReplay, gpu)
 	counterPtr(s, descECCVolatile, h.ECCUncorrectedVolatile, gpu)
 	counterPtr(s, descECCAggregate, h.ECCUncorrectedAggregate, gpu)
@@ -214,20 +206,20 @@ func healthMetrics(gpu string, h *nvml.Health, s *sink) {
 	gaugeInt(s, descRecoveryAction, h.RecoveryAction, gpu)
 }
 
-func counterPtr(s *sink, d *prometheus.Desc, v *uint64, labels ...string) {
+func counterPtr(s *sink, d *prometheus.Desc, v *uint64, gpu *gpuLabels, extra ...string) {
 	if v != nil {
-		s.counter(d, float64(*v), labels...)
+		s.gpuCounter(d, float64(*v), gpu, extra...)
 	}
 }
 
-func gaugeInt(s *sink, d *prometheus.Desc, v *int, labels ...string) {
+func gaugeInt(s *sink, d *prometheus.Desc, v *int, gpu *gpuLabels) {
 	if v != nil {
-		s.gauge(d, float64(*v), labels...)
+		s.gpuGauge(d, float64(*v), gpu)
 	}
 }
 
-func gaugeBool(s *sink, d *prometheus.Desc, v *bool, labels ...string) {
+func gaugeBool(s *sink, d *prometheus.Desc, v *bool, gpu *gpuLabels) {
 	if v != nil {
-		s.gauge(d, b2f(*v), labels...)
+		s.gpuGauge(d, b2f(*v), gpu)
 	}
 }

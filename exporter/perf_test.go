@@ -54,9 +54,10 @@ func TestFamilyBuilderIsRegistry(t *testing.T) {
 		n int // labels
 	}
 	kinds := []kind{
-		{descNVLinkUp, prometheus.GaugeValue, 2},
-		{descNVLinkCRCFlit, prometheus.CounterValue, 2},
-		{descGPUUp, prometheus.GaugeValue, 1},
+		{descNVLinkUp, prometheus.GaugeValue, 6},
+		{descNVLinkCRCFlit, prometheus.CounterValue, 6},
+		{descGPUUp, prometheus.GaugeValue, 5},
+		{descRDMAState, prometheus.GaugeValue, 2},
 		{descTopologyAlign, prometheus.GaugeValue, 0},
 		{descRDMAInfo, prometheus.GaugeValue, 8},
 	}
@@ -82,7 +83,14 @@ func TestFamilyBuilderIsRegistry(t *testing.T) {
 				continue
 			}
 			s := sink{lc: &lc}
-			s.add(k.d, typ, v, labels...)
+			if k.n >= len(gpuLabelNames) && rnd.IntN(2) == 0 {
+				// A GPU series by its gpuLabels: the same cache
+				// entries as by its label values.
+				g := &gpuLabels{values: labels[:len(gpuLabelNames)], key: strings.Join(labels[:len(gpuLabelNames)], "\xff")}
+				s.addGPU(k.d, typ, v, g, labels[len(gpuLabelNames):])
+			} else {
+				s.add(k.d, typ, v, labels...)
+			}
 			if len(s.errs) > 0 {
 				t.Fatal(s.errs)
 			}
@@ -125,7 +133,7 @@ func TestLabelCacheBounded(t *testing.T) {
 			if i%2 == 1 {
 				id = run*perRun + i
 			}
-			if _, err := c.pairs(descNVLinkUp, prometheus.GaugeValue, 1, []string{itoa(id % 7), itoa(id)}); err != nil {
+			if _, err := c.pairs(descRDMAState, prometheus.GaugeValue, 1, []string{itoa(id % 7), itoa(id)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -139,18 +147,18 @@ func TestLabelCacheBounded(t *testing.T) {
 		}
 	}
 	// Entries are reused: the same values give the same pairs.
-	a, _ := c.pairs(descGPUUp, prometheus.GaugeValue, 1, []string{"3"})
-	b, _ := c.pairs(descGPUUp, prometheus.GaugeValue, 0, []string{"3"})
+	a, _ := c.pairs(descRDMAPresent, prometheus.GaugeValue, 1, []string{"mlx5_3"})
+	b, _ := c.pairs(descRDMAPresent, prometheus.GaugeValue, 0, []string{"mlx5_3"})
 	if &a[0] != &b[0] {
 		t.Error("label pairs of one series built twice")
 	}
 	// Refused values are refused every time, never cached.
 	for range 2 {
-		if _, err := c.pairs(descGPUUp, prometheus.GaugeValue, 1, []string{"\xff"}); err == nil {
+		if _, err := c.pairs(descRDMAPresent, prometheus.GaugeValue, 1, []string{"\xff"}); err == nil {
 			t.Error("a label value that is not UTF-8 accepted")
 		}
 	}
-	if _, err := c.pairs(descGPUUp, prometheus.GaugeValue, 1, []string{"1", "2"}); err == nil {
+	if _, err := c.pairs(descRDMAPresent, prometheus.GaugeValue, 1, []string{"1", "2"}); err == nil {
 		t.Error("two values for one label accepted")
 	}
 }

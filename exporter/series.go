@@ -62,14 +62,7 @@ type labelEntry struct {
 // prometheus.NewConstMetric makes them, and NewConstMetric's error where
 // it refuses them (a wrong number of values, a value that is not UTF-8).
 func (c *labelCache) pairs(d *prometheus.Desc, t prometheus.ValueType, v float64, labels []string) ([]*dto.LabelPair, error) {
-	m := c.byDesc[d]
-	if m == nil {
-		if c.byDesc == nil {
-			c.byDesc = map[*prometheus.Desc]map[string]*labelEntry{}
-		}
-		m = map[string]*labelEntry{}
-		c.byDesc[d] = m
-	}
+	m := c.descMap(d)
 	// The key of several values joins them with 0xff, a byte no UTF-8
 	// text has: values that are not UTF-8 are never cached, so two keys
 	// are equal only for equal values.
@@ -90,27 +83,88 @@ func (c *labelCache) pairs(d *prometheus.Desc, t prometheus.ValueType, v float64
 		c.key = k
 		e = m[string(k)]
 	}
-	if e == nil {
-		var err error
-		if e, err = newLabelEntry(d, t, v, labels); err != nil {
-			return nil, err
+	if e != nil {
+		return c.use(e), nil
+	}
+	e, err := newLabelEntry(d, t, v, labels)
+	if err != nil {
+		return nil, err
+	}
+	switch len(labels) {
+	case 0:
+		m[""] = e
+	case 1:
+		m[labels[0]] = e
+	default:
+		m[string(c.key)] = e
+	}
+	return c.add(e), nil
+}
+
+// gpuPairs is pairs for a series of one GPU, whose desc's labels are
+// gpuLabelNames and then extra's: the label values g.values and extra.
+// Its key is the one pairs would build for them, from g.key, which spares
+// joining the GPU's values at every series.
+func (c *labelCache) gpuPairs(d *prometheus.Desc, t prometheus.ValueType, v float64, g *gpuLabels, extra []string) ([]*dto.LabelPair, error) {
+	m := c.descMap(d)
+	var e *labelEntry
+	if len(extra) == 0 {
+		e = m[g.key]
+	} else {
+		k := append(c.key[:0], g.key...)
+		for _, l := range extra {
+			k = append(k, 0xff)
+			k = append(k, l...)
 		}
-		switch len(labels) {
-		case 0:
-			m[""] = e
-		case 1:
-			m[labels[0]] = e
-		default:
-			m[string(c.key)] = e
+		c.key = k
+		e = m[string(k)]
+	}
+	if e != nil {
+		return c.use(e), nil
+	}
+	labels := make([]string, 0, len(g.values)+len(extra))
+	labels = append(append(labels, g.values...), extra...)
+	e, err := newLabelEntry(d, t, v, labels)
+	if err != nil {
+		return nil, err
+	}
+	g.share(e.pairs)
+	if len(extra) == 0 {
+		m[g.key] = e
+	} else {
+		m[string(c.key)] = e
+	}
+	return c.add(e), nil
+}
+
+// descMap returns the entries of d, creating the map on first use.
+func (c *labelCache) descMap(d *prometheus.Desc) map[string]*labelEntry {
+	m := c.byDesc[d]
+	if m == nil {
+		if c.byDesc == nil {
+			c.byDesc = map[*prometheus.Desc]map[string]*labelEntry{}
 		}
-		e.gen = c.gen
-		c.size++
-		c.used++
-	} else if e.gen != c.gen {
+		m = map[string]*labelEntry{}
+		c.byDesc[d] = m
+	}
+	return m
+}
+
+// use marks an entry found in the cache as used by this run.
+func (c *labelCache) use(e *labelEntry) []*dto.LabelPair {
+	if e.gen != c.gen {
 		e.gen = c.gen
 		c.used++
 	}
-	return e.pairs, nil
+	return e.pairs
+}
+
+// add counts a new entry, used by this run.
+func (c *labelCache) add(e *labelEntry) []*dto.LabelPair {
+	e.gen = c.gen
+	c.size++
+	c.used++
+	return e.pairs
 }
 
 // newLabelEntry builds the label pairs with prometheus.NewConstMetric, so

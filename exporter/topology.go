@@ -19,9 +19,10 @@ var errNoNode = errors.New("no discovery has succeeded yet")
 // metrics are sent at every scrape until the node changes. Its runs never
 // overlap (collector.busy), so the cache needs no lock.
 type topologyCollector struct {
-	node *topology.Node // the node ms and err were rendered from
-	ms   []prometheus.Metric
-	err  error
+	labels *gpuLabelCache
+	node   *topology.Node // the node ms and err were rendered from
+	ms     []prometheus.Metric
+	err    error
 }
 
 func (c *topologyCollector) collect(_ context.Context, st *State, s *sink) error {
@@ -30,32 +31,33 @@ func (c *topologyCollector) collect(_ context.Context, st *State, s *sink) error
 	}
 	if st.Node != c.node {
 		var fresh sink // NewConstMetric's, held as long as the node
-		collectTopology(st.Node, &fresh)
+		collectTopology(st.Node, c.labels.get(st.Node), &fresh)
 		c.node, c.ms, c.err = st.Node, fresh.ms, errors.Join(fresh.errs...)
 	}
 	s.ms = append(s.ms, c.ms...)
 	return c.err
 }
 
-// collectTopology renders n's pairing.
-func collectTopology(n *topology.Node, s *sink) {
+// collectTopology renders n's pairing, its GPUs labelled from gpus.
+func collectTopology(n *topology.Node, gpus *gpuLabelSet, s *sink) {
 	pairs := map[int]*topology.Pair{}
 	for i := range n.Pairs {
 		pairs[n.Pairs[i].GPU] = &n.Pairs[i]
 	}
 	aligned := len(n.GPUs) > 0
-	for _, g := range n.GPUs {
-		gpu := itoa(g.Index)
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		gpu := gpus.discovered(g)
 		p := pairs[g.Index]
 		if p == nil || len(p.NICs) == 0 || p.Class == topology.ClassUnknown {
-			s.gauge(descTopologyBest, 0, gpu)
+			s.gpuGauge(descTopologyBest, 0, gpu)
 			aligned = false
 			continue
 		}
 		for _, nic := range p.NICs {
-			s.gauge(descTopologyPair, 1, gpu, nic, p.Class.String())
+			s.gpuGauge(descTopologyPair, 1, gpu, nic, p.Class.String())
 		}
-		s.gauge(descTopologyBest, float64(p.Class), gpu)
+		s.gpuGauge(descTopologyBest, float64(p.Class), gpu)
 		if p.Class > topology.ClassPXB {
 			aligned = false
 		}

@@ -320,6 +320,18 @@ func TestDaemonSet(t *testing.T) {
 	if env := envValue(c, "NVIDIA_VISIBLE_DEVICES"); env != "all" {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES=%q, want all", env)
 	}
+	// NODE_NAME, the GPU series' Hostname label, is the node's name, as
+	// dcgm-exporter's DaemonSet sets it, so that on(Hostname, gpu) joins.
+	nodeName := false
+	for _, e := range c.Env {
+		if e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil &&
+			e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
+			nodeName = true
+		}
+	}
+	if !nodeName {
+		t.Error("no NODE_NAME from fieldRef spec.nodeName in the agent's env")
+	}
 	for _, rl := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
 		for name := range rl {
 			if strings.Contains(string(name), "gpu") {
