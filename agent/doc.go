@@ -15,14 +15,16 @@
 // Files under the state directory (each replaced atomically with
 // internal/atomicfile, so a reader, or a kill -9 of the agent, never sees
 // half a file): topology.json (render.JSON), nccl-topo.xml
-// (nccl.TopologyXML; not on EFA nodes, whose plugin writes its own) and
-// env (node-level dotenv, NCCL_TOPO_FILE pointing at the XML). A
+// (nccl.TopologyXML; not on EFA nodes, whose plugin writes its own),
+// launch.node (the node env and cpumap read, in agent/cache's compact
+// form) and env (node-level dotenv, NCCL_TOPO_FILE pointing at the XML). A
 // failed rescan keeps the last good node and says so in
 // exporter.State.Discovery; so does a round that panics (recovered:
 // "panic: ...") or runs past Options.DiscoveryTimeout (abandoned to its
 // goroutine, which ends when its blocking read returns; Run never waits
-// for it at shutdown). cache.Load (package agent/cache) reads topology.json back for
-// `gpuaffinity env` and `cpumap`.
+// for it at shutdown). Package agent/cache reads launch.node (or
+// topology.json, from another build) back for `gpuaffinity env` and
+// `cpumap`.
 //
 // NVML: the agent holds one Init for its life (Shutdown at exit) and
 // calls nothing but Init again after a failed Init. Under a root other

@@ -1,5 +1,5 @@
 // Package cache reads the node the agent wrote to its state directory,
-// for launchers (env, cpumap, exec) that would otherwise discover the node
+// for launchers (env, cpumap; exec always discovers) that would otherwise discover the node
 // again, and says which state directories and files are trusted. It
 // imports no metrics code, so the launch path does not pay for it.
 package cache

@@ -126,7 +126,7 @@ func load(t *testing.T) customPluginConfig {
 // 10 s timeout over NPD's 5 s default global timeout).
 func TestNPDAcceptsConfig(t *testing.T) {
 	c := load(t)
-	exists := func(p string) bool { return p == "/usr/local/bin/gpuaffinity" }
+	exists := func(p string) bool { return p == "/usr/bin/gpuaffinity" } // where the packages install it
 	if err := validate(c, exists); err != nil {
 		t.Fatalf("NPD would refuse the config: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestNPDAcceptsConfig(t *testing.T) {
 	}
 	ten := "10s"
 	old := customPluginConfig{Plugin: "custom", Rules: []*customRule{{Type: "permanent", Reason: "GPUNodeUnhealthy",
-		Path: "/usr/local/bin/gpuaffinity", Args: []string{"check", "-o", "npd", "--interval", "0"}, Timeout: &ten}}}
+		Path: "/usr/bin/gpuaffinity", Args: []string{"check", "-o", "npd", "--interval", "0"}, Timeout: &ten}}}
 	if err := validate(old, exists); err == nil || !strings.Contains(err.Error(), "greater than global timeout") {
 		t.Errorf("the old rule: %v; want the timeout refused", err)
 	}

@@ -1,6 +1,7 @@
 #!/bin/sh
 # gpuaffinity-healthcheck: Slurm HealthCheckProgram (docs/slurm.md).
-# Install as /usr/local/sbin/gpuaffinity-healthcheck (mode 0755).
+# Install as /usr/local/sbin/gpuaffinity-healthcheck (mode 0755); the .deb and .rpm
+# install it as /usr/libexec/gpuaffinity/gpuaffinity-healthcheck.
 #
 # slurmd runs this as root every HealthCheckInterval with no environment
 # but SLURMD_NODENAME, kills it after 60 s and ignores its exit status, so

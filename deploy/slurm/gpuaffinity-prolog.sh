@@ -1,6 +1,7 @@
 #!/bin/sh
 # gpuaffinity-prolog: Slurm Prolog health gate (docs/slurm.md).
-# Install as /usr/local/sbin/gpuaffinity-prolog (mode 0755).
+# Install as /usr/local/sbin/gpuaffinity-prolog (mode 0755); the .deb and .rpm
+# install it as /usr/libexec/gpuaffinity/gpuaffinity-prolog.
 #
 # slurmd runs this as root before a job starts on the node (at allocation
 # with PrologFlags=Alloc). gpuaffinity check reads the allocation's GPUs
