@@ -142,6 +142,7 @@ func TestDashboardOnPrometheus(t *testing.T) {
 	// its scrape manager's reload ticker.)
 	prom.WaitScrapes(t, 4, 30*time.Second)
 	t.Logf("Prometheus has 4 scrapes of each agent after %s", time.Since(start).Round(time.Millisecond))
+	at := rateWindowFull(t, prom)
 
 	checkVariables(t, d, prom, targets)
 	checkMetricNames(t, d, prom)
@@ -164,7 +165,7 @@ func TestDashboardOnPrometheus(t *testing.T) {
 					t.Error(err)
 					continue
 				}
-				got, err := prom.Query(expr)
+				got, err := prom.QueryAt(expr, at)
 				queries++
 				if err != nil {
 					t.Errorf("%s: panel %q target %s: %v", demo, p.Title, tg.RefID, err)
@@ -185,7 +186,7 @@ func TestDashboardOnPrometheus(t *testing.T) {
 				t.Error(err)
 				continue
 			}
-			got, err := prom.Query(expr)
+			got, err := prom.QueryAt(expr, at)
 			if err != nil {
 				t.Errorf("%s: panel %q: %v", demo, w.panel, err)
 				continue
@@ -194,6 +195,28 @@ func TestDashboardOnPrometheus(t *testing.T) {
 		}
 	}
 	t.Logf("%d panel queries on 2 nodes checked after %s", queries, time.Since(start).Round(time.Millisecond))
+}
+
+// rateWindowFull returns a time at which every target's last
+// $__rate_interval holds at least 3 scrapes, so that each rate() has
+// samples to work on. All panel queries are evaluated at that one time:
+// on a loaded machine a scrape can stall or time out while the queries
+// run, which would empty a window that ends at each query's own "now".
+func rateWindowFull(t *testing.T, prom *promtest.Server) time.Time {
+	t.Helper()
+	expr := fmt.Sprintf("min(count_over_time(up{job=%q}[%s]))", job, grafanaValues["__rate_interval"])
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		at := time.Now()
+		got, err := prom.QueryAt(expr, at)
+		if err == nil && len(got) == 1 && got[0].Value >= 3 {
+			return at
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s window with 3 scrapes of every agent within 30 s: %s = %v, %v", grafanaValues["__rate_interval"], expr, got, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // checkValue finds the one sample of got whose labels include w.labels

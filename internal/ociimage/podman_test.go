@@ -1,12 +1,14 @@
 package ociimage
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -45,11 +47,23 @@ func TestPodman(t *testing.T) {
 	if err := Write(file, ref, img); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(dir, "storage")
+	// podman's storage is not under t.TempDir: after a `podman run`,
+	// conmon starts `podman container cleanup` on its own, which may
+	// still write there when the test ends. Cleanup waits for such
+	// processes before removing it.
+	store, err := os.MkdirTemp("", "ociimage-podman-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeStore(t, store) })
 	pm := func(args ...string) (string, error) {
 		base := []string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"),
 			"--storage-driver", "vfs", "--events-backend", "none", "--cgroup-manager", "cgroupfs"}
-		cmd := exec.Command(podman, append(base, args...)...)
+		// A hung podman (conmon, crun) fails this test, not the package's
+		// whole go test run.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, podman, append(base, args...)...)
 		cmd.Env = append(os.Environ(), "CONTAINERS_CONF=/dev/null", "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -112,4 +126,32 @@ func diffIDs(t *testing.T, img v1.Image) []string {
 		t.Errorf("%d layers, want 2", len(ids))
 	}
 	return ids
+}
+
+// removeStore removes podman's scratch storage once no process names it
+// on its command line (podman, conmon and their cleanup), waiting up to
+// 30 s for them.
+func removeStore(t *testing.T, store string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && usedBy(store) != "" {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := usedBy(store); p != "" {
+		t.Errorf("podman processes still use %s after 30 s: %s", store, p)
+	}
+	if err := os.RemoveAll(store); err != nil {
+		t.Errorf("remove podman's storage: %v", err)
+	}
+}
+
+// usedBy is the command line of a process whose arguments name dir, or "".
+func usedBy(dir string) string {
+	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range pids {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), dir) {
+			return strings.ReplaceAll(string(b), "\x00", " ")
+		}
+	}
+	return ""
 }

@@ -50,6 +50,10 @@ func fileGLIBC(path string) (string, error) {
 		return "", fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
+	// glibcLibraries and the packages' architecture are x86-64's.
+	if f.Machine != elf.EM_X86_64 {
+		return "", fmt.Errorf("%s: ELF machine %v: the packages are built for amd64 (x86-64) only", path, f.Machine)
+	}
 	libs, err := f.ImportedLibraries()
 	if err != nil {
 		return "", fmt.Errorf("%s: DT_NEEDED: %w", path, err)
@@ -60,7 +64,10 @@ func fileGLIBC(path string) (string, error) {
 		}
 	}
 	if f.Section(".gnu.version_r") == nil {
-		return "", nil
+		if len(libs) > 0 {
+			return "", fmt.Errorf("%s needs %s but has no symbol version references (.gnu.version_r): which glibc it needs cannot be told", path, strings.Join(libs, ", "))
+		}
+		return "", nil // static
 	}
 	needs, err := f.DynamicVersionNeeds()
 	if err != nil {

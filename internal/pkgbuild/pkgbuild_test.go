@@ -443,7 +443,7 @@ func verifyInRoot(t *testing.T, root string) {
 // for the unit's 19400, which another agent on this machine may hold.
 func socketActivation(t *testing.T, cli string) {
 	activate := needTool(t, "systemd-socket-activate", "systemd")
-	port, unused := freePort(t), freePort(t)
+	port, unused := freePorts(t)
 	cmd := exec.Command(activate, "--listen=127.0.0.1:"+port, cli, "agent", "--web.systemd-socket",
 		"--demo", "dgx-h100", "--state-dir=", "--web.listen-address=127.0.0.1:"+unused)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
@@ -484,18 +484,24 @@ func socketActivation(t *testing.T, cli string) {
 	}
 }
 
-func freePort(t *testing.T) string {
+// freePorts returns two distinct ports free a moment ago: both listeners
+// are held until both are known.
+func freePorts(t *testing.T) (string, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ports []string
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		_, port, err := net.SplitHostPort(l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, port)
 	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
+	return ports[0], ports[1]
 }
 
 // The .rpm read back with rpm itself: name, version, file list with
@@ -745,6 +751,21 @@ func TestGLIBCStatic(t *testing.T) {
 	}
 	if _, err := GLIBC(src); err == nil {
 		t.Error("GLIBC of a Go source file: no error")
+	}
+	// The same binary marked for another machine (e_machine, offset 18 of
+	// the ELF header, little-endian: EM_AARCH64 = 183) is refused: the
+	// packages are amd64 and glibcLibraries are x86-64's.
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[18], data[19] = 183, 0
+	arm := filepath.Join(dir, "arm64")
+	if err := os.WriteFile(arm, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GLIBC(arm); err == nil || !strings.Contains(err.Error(), "amd64") {
+		t.Errorf("GLIBC of an arm64 binary: %v; want it refused for amd64 packages", err)
 	}
 }
 

@@ -19,7 +19,9 @@ var (
 
 // Version turns the Makefile's VERSION (`git describe --tags --always
 // --dirty`, or "dev" outside a git tree) into a version that dpkg and rpm
-// both accept and order the way the commits go. Only digits, letters and
+// both accept and order the way the commits go (for tags and builds
+// after a tag; two untagged builds compare by hash, in no useful order).
+// Only digits, letters and
 // . + ~ appear in it: dpkg takes a hyphen as the start of the Debian
 // revision (deb-version(5)) and rpm refuses one in a version.
 //

@@ -174,7 +174,18 @@ type apiResponse struct {
 // warnings and the result is an instant vector (so a scalar expression,
 // which always "has data", is refused).
 func (s *Server) Query(expr string) ([]Sample, error) {
-	data, err := s.get("/api/v1/query", url.Values{"query": {expr}})
+	return s.QueryAt(expr, time.Time{})
+}
+
+// QueryAt is Query evaluated at the time at (now when zero): queries
+// evaluated at one time see the same samples however long they take to
+// run.
+func (s *Server) QueryAt(expr string, at time.Time) ([]Sample, error) {
+	q := url.Values{"query": {expr}}
+	if !at.IsZero() {
+		q.Set("time", strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64))
+	}
+	data, err := s.get("/api/v1/query", q)
 	if err != nil {
 		return nil, err
 	}
@@ -254,16 +265,35 @@ func decodeStrict(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// FreeAddr returns a 127.0.0.1 address whose port was free a moment ago.
+// FreeAddr returns a 127.0.0.1 address whose port was free a moment ago,
+// and never one it returned before in this process, so that the
+// addresses of one test differ even where the kernel hands a port out
+// again at once.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	given.Lock()
+	defer given.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !given.addrs[addr] {
+			given.addrs[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("promtest: no new free port in 100 tries")
+	return ""
 }
+
+// given is the addresses FreeAddr returned.
+var given = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // syncBuffer is a bytes.Buffer that a process's output copier and the
 // test may use at once.
