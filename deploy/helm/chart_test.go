@@ -80,9 +80,9 @@ func TestChartMetadata(t *testing.T) {
 	}
 }
 
-// TestLintLevel applies the rules of `helm lint` (pkg/chart/v2/lint/rules,
-// whose package needs modules this repository does not require) that can
-// fail for this chart: template file extensions, documents that start
+// TestLintLevel applies, one by one and with their reasons, the rules of
+// `helm lint` (pkg/chart/v2/lint/rules; TestHelmLint runs them all) that
+// can fail for this chart: template file extensions, documents that start
 // with an indent, object names that break Kubernetes' naming rules, and
 // NOTES.txt rendering. Chart.yaml and values (schema) are checked by
 // TestChartMetadata and TestSchemaRejects; the strict engine of render
