@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -305,7 +304,7 @@ func buildAgent(t *testing.T) string {
 // agentProc is `gpuaffinity agent --demo NAME` running as a process.
 type agentProc struct {
 	addr   string
-	stderr *syncBuffer
+	stderr *promtest.SyncBuffer
 	exited chan struct{}
 }
 
@@ -315,7 +314,7 @@ type agentProc struct {
 func startAgent(t *testing.T, bin, demo, addr string) *agentProc {
 	t.Helper()
 	tmp := t.TempDir()
-	a := &agentProc{addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	a := &agentProc{addr: addr, stderr: &promtest.SyncBuffer{}, exited: make(chan struct{})}
 	cmd := exec.Command(bin, "agent", "--demo", demo, "--state-dir", filepath.Join(tmp, "state"),
 		"--web.listen-address", a.addr)
 	// The demo machine is built under TMPDIR; no GPUAFFINITY_* setting of
@@ -368,23 +367,4 @@ func (a *agentProc) waitDiscovered(t *testing.T, demo string) {
 			t.Fatalf("agent --demo %s: no topology series on /metrics within 30 s; stderr:\n%s", demo, a.stderr)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a process's output copier and the
-// test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -22,19 +22,14 @@ import (
 
 func daemonSet(t *testing.T, objs []metav1.Object) *appsv1.DaemonSet {
 	t.Helper()
-	var ds []*appsv1.DaemonSet
-	for _, o := range objs {
-		if d, ok := o.(*appsv1.DaemonSet); ok {
-			ds = append(ds, d)
-		}
+	ds, err := manifest.DaemonSet(objs)
+	if err != nil {
+		t.Fatalf("render: %v", err)
 	}
-	if len(ds) != 1 {
-		t.Fatalf("render has %d DaemonSets, want 1", len(ds))
-	}
-	if cs := ds[0].Spec.Template.Spec.Containers; len(cs) != 1 || cs[0].Name != "agent" {
+	if cs := ds.Spec.Template.Spec.Containers; len(cs) != 1 || cs[0].Name != "agent" {
 		t.Fatalf("DaemonSet containers %d, want one named agent", len(cs))
 	}
-	return ds[0]
+	return ds
 }
 
 func kinds(objs []metav1.Object) []string {

@@ -32,16 +32,11 @@ func kustomizeBuild(t *testing.T, dir string) []metav1.Object {
 // builtDaemonSet returns the one DaemonSet of a build.
 func builtDaemonSet(t *testing.T, objs []metav1.Object) *appsv1.DaemonSet {
 	t.Helper()
-	var ds []*appsv1.DaemonSet
-	for _, o := range objs {
-		if d, ok := o.(*appsv1.DaemonSet); ok {
-			ds = append(ds, d)
-		}
+	ds, err := manifest.DaemonSet(objs)
+	if err != nil {
+		t.Fatalf("build: %v", err)
 	}
-	if len(ds) != 1 {
-		t.Fatalf("build has %d DaemonSets, want 1", len(ds))
-	}
-	return ds[0]
+	return ds
 }
 
 // TestKustomizeBuild builds this directory as `kubectl apply -k

@@ -50,7 +50,7 @@ type Server struct {
 	URL     string
 	job     string
 	targets []string
-	logs    *syncBuffer
+	logs    *SyncBuffer
 	client  *http.Client
 }
 
@@ -74,7 +74,7 @@ func Start(t testing.TB, job string, targets ...string) *Server {
 	}
 	data := storageDir(t)
 	addr := FreeAddr(t)
-	s := &Server{URL: "http://" + addr, job: job, targets: targets, logs: &syncBuffer{},
+	s := &Server{URL: "http://" + addr, job: job, targets: targets, logs: &SyncBuffer{},
 		client: &http.Client{Timeout: 10 * time.Second}}
 	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+data,
 		"--web.listen-address="+addr, "--log.level=warn")
@@ -295,20 +295,20 @@ var given = struct {
 	addrs map[string]bool
 }{addrs: map[string]bool{}}
 
-// syncBuffer is a bytes.Buffer that a process's output copier and the
-// test may use at once.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that a process's output copier and the
+// test may use at once (a process's Stdout or Stderr).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()

@@ -152,3 +152,18 @@ func Tolerates(ts []corev1.Toleration, taint corev1.Taint) bool {
 	}
 	return false
 }
+
+// DaemonSet returns the one DaemonSet among objs; none or several is an
+// error that says how many.
+func DaemonSet(objs []metav1.Object) (*appsv1.DaemonSet, error) {
+	var ds []*appsv1.DaemonSet
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.DaemonSet); ok {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) != 1 {
+		return nil, fmt.Errorf("%d DaemonSets, want 1", len(ds))
+	}
+	return ds[0], nil
+}
