@@ -150,6 +150,10 @@ func New(opts Options) (*Exporter, error) {
 		root = "/"
 	}
 	e.gpus = &gpuLabelCache{host: hostname(opts.Hostname, root)}
+	if e.gpus.host == "" {
+		e.log.Warn("no host name for the GPU series' Hostname label (no option, $NODE_NAME or readable proc/sys/kernel/hostname under the root): it takes the discovery's, empty where that has none, and on(Hostname, gpu) joins with dcgm-exporter then fail",
+			"root", root)
+	}
 	e.rdma = &rdma.CounterReader{Root: root, ReadFile: opts.ReadFile}
 	e.rdma.Counters, e.rdma.CountersExt, e.rdma.HwCounters = rdmaCounterFiles()
 	e.nvml = nvmlParts{gpus: on[CollectorNVML], links: on[CollectorNVLink]}

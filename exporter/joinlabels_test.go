@@ -1,7 +1,9 @@
 package exporter
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -147,7 +149,16 @@ func TestJoinLabelsHostname(t *testing.T) {
 			if c.noNode {
 				node = nil
 			}
-			e := newExporter(t, root, node, replay(t, root), func(o *Options) { o.Hostname = c.option })
+			var log bytes.Buffer
+			e := newExporter(t, root, node, replay(t, root), func(o *Options) {
+				o.Hostname = c.option
+				o.Logger = slog.New(slog.NewTextHandler(&log, nil))
+			})
+			// Without the option, NODE_NAME or the root's file, New warns
+			// that the label falls back to the discovery's (or nothing).
+			if warned := strings.Contains(log.String(), "level=WARN msg=\"no host name for the GPU series' Hostname label"); warned != c.noFile {
+				t.Errorf("warned %v, want %v; log:\n%s", warned, c.noFile, log.String())
+			}
 			r := scrapeOK(t, e.Handler())
 			for _, name := range []string{"gpuaffinity_gpu_up", "gpuaffinity_nvlink_up", "gpuaffinity_gpu_info"} {
 				ms := r.find(name, l("gpu", "2"))

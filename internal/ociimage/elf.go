@@ -63,6 +63,11 @@ func (l Loader) Libraries(prog string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ociimage: %s: %w", prog, err)
 	}
+	// The program's $ORIGIN is a host directory, not one in Root, where
+	// find looks: refused rather than searched in the wrong tree.
+	if l.Root != "" && l.Root != "/" && strings.Contains(strings.Join(append(rp, rn...), ":"), "ORIGIN") {
+		return nil, fmt.Errorf("ociimage: %s: a run path with $ORIGIN is not supported with a Root (%s)", prog, l.Root)
+	}
 	origin := filepath.Dir(prog)
 	var queue []pending
 	for _, n := range needed {

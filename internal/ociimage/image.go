@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"io/fs"
@@ -181,7 +182,9 @@ func platform(prog string) (string, error) {
 	case elf.EM_AARCH64:
 		return "arm64", nil
 	case elf.EM_PPC64:
-		return "ppc64le", nil
+		if f.ByteOrder == binary.LittleEndian {
+			return "ppc64le", nil
+		}
 	}
 	return "", fmt.Errorf("ociimage: %s: ELF machine %v has no OCI architecture here", prog, f.Machine)
 }
