@@ -318,9 +318,10 @@ func TestFixtureMaps(t *testing.T) {
 			}, ""},
 		}},
 	}
-	// Variants change NICs only: their maps are their base's.
+	// Variants change NICs or storage only: their maps are their base's.
 	variants := map[string]string{
-		"dgx-h100-ib-storage":       "dgx-h100",
+		"dgx-h100-ib-storage": "dgx-h100",
+		"dgx-h100-gds":        "dgx-h100", "dgx-h100-acs": "dgx-h100",
 		"oci-bm-gpu-h100-port-down": "oci-bm-gpu-h100", "snc2-2s-nic-absent": "snc2-2s",
 	}
 	for v, base := range variants {

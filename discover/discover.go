@@ -96,6 +96,8 @@ func Discover(opts Options) (topology.Node, error) {
 		source  = opts.NVMLSource
 		openErr error
 		res     nvml.Result
+
+		store storageSource
 	)
 	wg.Go(func() {
 		topo, nerrs = numa.Read(root)
@@ -108,6 +110,7 @@ func Discover(opts Options) (topology.Node, error) {
 		nds, nderrs = rdma.Netdevs(root)
 		rdwarns = append(rerrs, nderrs...)
 	})
+	wg.Go(func() { store = readStorage(root) })
 	wg.Go(func() {
 		if lib == nil {
 			lib, source, openErr = nvml.OpenRoot(root)
@@ -153,6 +156,7 @@ func Discover(opts Options) (topology.Node, error) {
 		warn(rdma.CrossCheck(nds, nl)...)
 	}
 	n.NICs = nics(devs, rdevs, nds, warn)
+	fillIPv4(&n, root, nl, warn)
 
 	warn(openErr)
 	switch {
@@ -179,6 +183,7 @@ func Discover(opts Options) (topology.Node, error) {
 	n.NetPlugins = netPlugins(root)
 	fillFromProcfs(root, n.GPUs, warn)
 	n.Unsupported = unsupported(devs)
+	fillStorage(&n, root, store, devs, warn)
 	if w := topology.UnsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
 		n.Warnings = append(n.Warnings, w)
 	}

@@ -28,7 +28,21 @@ func TestFIFOAndDevicesUnderRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nvme, err := filepath.EvalSymlinks(filepath.Join(root, "sys/class/nvme/nvme2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridge, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices/0000:17:01.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	fifos := []string{
+		// The storage layer's files: an NVMe attribute, a namespace's
+		// size, a bridge's configuration space, the mount table.
+		filepath.Join(nvme, "model"),
+		filepath.Join(nvme, "nvme2n1", "size"),
+		filepath.Join(bridge, "config"),
+		filepath.Join(root, "proc/mounts"),
 		filepath.Join(gpu, "numa_node"),
 		filepath.Join(gpu, "local_cpulist"),
 		filepath.Join(port, "state"),

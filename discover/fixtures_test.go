@@ -112,6 +112,9 @@ func TestMachines(t *testing.T) {
 					}
 				}
 			}
+			if want.Storage != nil {
+				checkStorage(t, n, *want.Storage)
+			}
 			if spec, err := fakesys.Machine(name); err == nil && n.DefaultRouteInterface != spec.DefaultRoute {
 				t.Errorf("default route interface %q, spec says %q", n.DefaultRouteInterface, spec.DefaultRoute)
 			}
@@ -134,7 +137,7 @@ func TestMachines(t *testing.T) {
 }
 
 // TestHwlocAgrees runs hwloc (HWLOC_FSROOT) on every fixture root and
-// holds our NUMA locality of every GPU and NIC to hwloc's.
+// holds our NUMA locality of every GPU, NIC and NVMe drive to hwloc's.
 func TestHwlocAgrees(t *testing.T) {
 	if _, err := exec.LookPath("lstopo-no-graphics"); err != nil {
 		if testenv.InCI() {
@@ -162,6 +165,18 @@ func TestHwlocAgrees(t *testing.T) {
 			}
 			for _, nic := range n.NICs {
 				ours[nic.BusID] = numaOf(n, nic.NUMANode, nic.LocalCPUs.String())
+			}
+			for _, d := range n.Storage.NVMe {
+				if d.BusID == "" {
+					continue
+				}
+				var local string
+				for _, pd := range n.PCIDevices {
+					if pd.BusID == d.BusID {
+						local = pd.LocalCPUs.String()
+					}
+				}
+				ours[d.BusID] = numaOf(n, d.NUMANode, local)
 			}
 			if len(ours) == 0 {
 				t.Fatal("no GPU or NIC discovered")
@@ -304,5 +319,51 @@ func TestRoleReasonsDocumented(t *testing.T) {
 	}
 	if len(seen) < 8 {
 		t.Errorf("only %d reason shapes across the fixtures: %v", len(seen), seen)
+	}
+}
+
+// checkStorage holds the storage layer to a machine's hand-written
+// expect.storage: each GPU's nearest NVMe and storage NICs, the mounts
+// GDS serves and the NICs that carry them, and P2PDMA support.
+func checkStorage(t *testing.T, n topology.Node, want fakesys.ExpectStorage) {
+	t.Helper()
+	if len(n.Storage.Pairs) != len(want.Pairs) {
+		t.Fatalf("%d storage pairs, want %d: %+v", len(n.Storage.Pairs), len(want.Pairs), n.Storage.Pairs)
+	}
+	orEmpty := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	for i, w := range want.Pairs {
+		got := n.Storage.Pairs[i]
+		if got.GPU != w.GPU || !slices.Equal(got.NVMe, orEmpty(w.NVMe)) || got.NVMeClass.String() != w.NVMeClass ||
+			!slices.Equal(got.NICs, orEmpty(w.NICs)) || got.NICClass.String() != w.NICClass {
+			t.Errorf("GPU %d storage: NVMe %v at %s, NICs %v at %s; want NVMe %v at %s, NICs %v at %s (%s)",
+				w.GPU, got.NVMe, got.NVMeClass, got.NICs, got.NICClass, w.NVMe, w.NVMeClass, w.NICs, w.NICClass, got.Note)
+		}
+	}
+	if want.Mounts != nil {
+		seen := map[string]bool{}
+		for _, m := range n.Storage.Mounts {
+			seen[m.Target] = true
+			w, ok := want.Mounts[m.Target]
+			if !ok {
+				t.Errorf("mount %s (%s, %s) reported, not expected", m.Target, m.FSType, m.Kind)
+				continue
+			}
+			if !slices.Equal(m.NICs, orEmpty(w)) {
+				t.Errorf("mount %s: NICs %v (%s), want %v", m.Target, m.NICs, m.NICsReason, w)
+			}
+		}
+		for target := range want.Mounts {
+			if !seen[target] {
+				t.Errorf("mount %s expected, not reported", target)
+			}
+		}
+	}
+	if want.P2PDMA != nil && n.Storage.GDS.P2PDMA.Supported != *want.P2PDMA {
+		t.Errorf("P2PDMA supported = %v (missing %v), want %v", n.Storage.GDS.P2PDMA.Supported, n.Storage.GDS.P2PDMA.Missing, *want.P2PDMA)
 	}
 }

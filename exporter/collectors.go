@@ -26,6 +26,11 @@ const (
 	// CollectorTopology renders the last good discovery's GPU to NIC
 	// pairing: gpuaffinity_topology_*.
 	CollectorTopology = "topology"
+	// CollectorStorage renders the last good discovery's storage layer:
+	// NVMe controllers, each GPU's nearest NVMe and storage NICs, what the
+	// node offers GPUDirect Storage and the mounts it serves:
+	// gpuaffinity_storage_*.
+	CollectorStorage = "storage"
 )
 
 // collectorHelp describes each collector for its flag.
@@ -34,6 +39,7 @@ var collectorHelp = []struct{ name, help string }{
 	{CollectorNVLink, "NVLink state and error counters read from NVML at scrape time (gpuaffinity_nvlink_*)"},
 	{CollectorRDMA, "RDMA port state and counters read from sysfs at scrape time (gpuaffinity_rdma_*)"},
 	{CollectorTopology, "the last discovery's GPU to NIC pairing (gpuaffinity_topology_*)"},
+	{CollectorStorage, "the last discovery's NVMe, GPU to storage pairing and GPUDirect Storage state (gpuaffinity_storage_*)"},
 }
 
 // CollectorNames returns the names of the collectors that can be switched

@@ -119,6 +119,8 @@ func collectorFamilies(name string) []string {
 			owner = CollectorRDMA
 		case strings.HasPrefix(f, "gpuaffinity_topology_"):
 			owner = CollectorTopology
+		case strings.HasPrefix(f, "gpuaffinity_storage_"):
+			owner = CollectorStorage
 		}
 		if owner == name && !slices.Contains(out, f) {
 			out = append(out, f)

@@ -85,7 +85,22 @@ var (
 	descTopologyPair  = newGPUDesc("topology_pair_info", "1 per GPU to NIC pair (class PIX, PXB, PHB, NODE, SYS).", "nic", "class")
 	descTopologyBest  = newGPUDesc("topology_best_nic_class", "The GPU's pair class: PIX=1, PXB=2, PHB=3, NODE=4, SYS=5; 0 no compute NIC.")
 	descTopologyAlign = newDesc("topology_aligned", "1 when every GPU has a compute NIC at PXB or closer.")
-	fixedDescs        = []*prometheus.Desc{
+
+	// Storage (collector storage, from the last good discovery; storage.go).
+	descNVMeInfo        = newDesc("storage_nvme_info", "1 per NVMe controller; device, firmware_revision, model, serial and state as node_exporter's node_nvme_info has them.", "device", "bus_id", "model", "serial", "firmware_revision", "transport", "state", "numa_node", "use")
+	descNVMeGen         = newDesc("storage_nvme_pcie_link_generation", "Current PCIe generation of the NVMe controller's link.", "device")
+	descNVMeMaxGen      = newDesc("storage_nvme_pcie_link_max_generation", "Maximum PCIe generation of the NVMe controller's link.", "device")
+	descNVMeWidth       = newDesc("storage_nvme_pcie_link_width", "Current PCIe lanes of the NVMe controller's link.", "device")
+	descNVMeMaxWidth    = newDesc("storage_nvme_pcie_link_max_width", "Maximum PCIe lanes of the NVMe controller's link.", "device")
+	descStorageNVMePair = newGPUDesc("storage_nvme_pair_info", "1 per GPU and each of its nearest NVMe controllers (class PIX, PXB, PHB, NODE, SYS).", "device", "class")
+	descStorageNICPair  = newGPUDesc("storage_nic_pair_info", "1 per GPU and each of its nearest storage NICs (class PIX, PXB, PHB, NODE, SYS).", "nic", "class")
+	descGDSNvidiaFS     = newDesc("storage_gds_nvidia_fs_loaded", "1 when the nvidia-fs driver (GPUDirect Storage) is loaded.")
+	descGDSP2PDMA       = newDesc("storage_gds_p2pdma_supported", "1 when GPUDirect Storage's P2PDMA mode can run on the node.")
+	descIOMMUInfo       = newDesc("storage_iommu_info", "1; mode is how the IOMMU treats GPU and storage DMA: off, passthrough, translated or unknown.", "mode")
+	descMountInfo       = newDesc("storage_mount_info", "1 per mounted file system GPUDirect Storage can serve.", "target", "fstype", "kind")
+	descMountNICs       = newDesc("storage_mount_nics", "NICs that carry the network mount's traffic.", "target")
+
+	fixedDescs = []*prometheus.Desc{
 		descCollectorDuration, descCollectorSuccess,
 		descDiscoverySuccess, descDiscoveryLast, descDiscoveryLastOK, descDiscoveryDuration,
 		descStateWriteSuccess, descHealthHealthy, descHealthCheckFailed, descHealthLastRun,
@@ -99,5 +114,8 @@ var (
 		descRDMAInfo, descRDMAState, descRDMAPhysState, descRDMARate, descRDMADisabled,
 		descRDMAPresent, descRDMALifespan,
 		descTopologyPair, descTopologyBest, descTopologyAlign,
+		descNVMeInfo, descNVMeGen, descNVMeMaxGen, descNVMeWidth, descNVMeMaxWidth,
+		descStorageNVMePair, descStorageNICPair,
+		descGDSNvidiaFS, descGDSP2PDMA, descIOMMUInfo, descMountInfo, descMountNICs,
 	}
 )

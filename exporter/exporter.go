@@ -101,9 +101,10 @@ const DefaultTimeout = 5 * time.Second
 
 // Exporter renders the node and its live counters as Prometheus metrics.
 //
-// Each collection runs three collectors at once: nvml (GPUs and NVLinks,
-// read from NVML), rdma (RDMA ports, read from sysfs) and topology (the
-// last good discovery's pairing); Options.Collectors may switch them off,
+// Each collection runs four collectors at once: nvml (GPUs and NVLinks,
+// read from NVML), rdma (RDMA ports, read from sysfs), topology (the
+// last good discovery's pairing) and storage (its storage layer);
+// Options.Collectors may switch them off,
 // and the NVLink series apart (the nvlink collector, which runs under
 // that name where nvml is off). Each has Options.Timeout to finish; one
 // that fails reports gpuaffinity_scrape_collector_success 0 and keeps the
@@ -167,7 +168,10 @@ func New(opts Options) (*Exporter, error) {
 		e.parts = append(e.parts, &collector{name: CollectorRDMA, run: e.collectRDMA})
 	}
 	if on[CollectorTopology] {
-		e.parts = append(e.parts, &collector{name: CollectorTopology, run: (&topologyCollector{labels: e.gpus}).collect})
+		e.parts = append(e.parts, &collector{name: CollectorTopology, run: (&discoveryCollector{labels: e.gpus, render: collectTopology}).collect})
+	}
+	if on[CollectorStorage] {
+		e.parts = append(e.parts, &collector{name: CollectorStorage, run: (&discoveryCollector{labels: e.gpus, render: collectStorage}).collect})
 	}
 	for _, c := range []prometheus.Collector{
 		ownDescs{},

@@ -96,9 +96,9 @@ func TestJoinLabelsDGXH100(t *testing.T) {
 		}
 	}
 	// docs/metrics.md: 18 gpu_* families of the nvml collector, 2 XID
-	// families, 7 nvlink_*, 2 topology_* per GPU.
-	if len(gpuFamilies) != 18+2+7+2 {
-		t.Errorf("%d families with a gpu label, want 29: %v", len(gpuFamilies), gpuFamilies)
+	// families, 7 nvlink_*, 2 topology_* and 2 storage_* per GPU.
+	if len(gpuFamilies) != 18+2+7+2+2 {
+		t.Errorf("%d families with a gpu label, want 31: %v", len(gpuFamilies), gpuFamilies)
 	}
 
 	// gpu_info keeps its own labels, in the sysfs form.
@@ -113,6 +113,7 @@ func TestJoinLabelsDGXH100(t *testing.T) {
 		`gpuaffinity_nvlink_up{Hostname="dgx-h100-01",UUID="GPU-dgxh100-0000-0000-0000-000000000007",gpu="7",link="17",model_name="NVIDIA H100 80GB HBM3",pci_bus_id="00000000:DF:00.0"} 1`,
 		`gpuaffinity_gpu_xid_errors_total{Hostname="dgx-h100-01",UUID="GPU-dgxh100-0000-0000-0000-000000000001",gpu="1",model_name="NVIDIA H100 80GB HBM3",pci_bus_id="00000000:43:00.0",xid="79"} 1`,
 		`gpuaffinity_topology_pair_info{Hostname="dgx-h100-01",UUID="GPU-dgxh100-0000-0000-0000-000000000004",class="PIX",gpu="4",model_name="NVIDIA H100 80GB HBM3",nic="mlx5_6",pci_bus_id="00000000:9D:00.0"} 1`,
+		`gpuaffinity_storage_nvme_pair_info{Hostname="dgx-h100-01",UUID="GPU-dgxh100-0000-0000-0000-000000000004",class="PIX",device="nvme6",gpu="4",model_name="NVIDIA H100 80GB HBM3",pci_bus_id="00000000:9D:00.0"} 1`,
 		// The RDMA series keep node_exporter's labels only.
 		`gpuaffinity_rdma_symbol_error_total{device="mlx5_0",port="1"} 0`,
 	} {
@@ -229,8 +230,8 @@ func TestPCIBusID(t *testing.T) {
 // the series the collectors sent before the join labels came, which they
 // must not change.
 type seriesTable struct {
-	gpus                                   int
-	nvml, nvlink, rdma, topology, defaults int
+	gpus                                            int
+	nvml, nvlink, rdma, topology, storage, defaults int
 }
 
 func readSeriesTable(t *testing.T) map[string]seriesTable {
@@ -239,19 +240,19 @@ func readSeriesTable(t *testing.T) map[string]seriesTable {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("^\\| `([a-z0-9-]+)`[^|]* \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\|$")
+	row := regexp.MustCompile("^\\| `([a-z0-9-]+)`[^|]* \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\|$")
 	out := map[string]seriesTable{}
 	for _, line := range strings.Split(string(b), "\n") {
 		m := row.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		n := make([]int, 0, 9)
+		n := make([]int, 0, 10)
 		for _, s := range m[2:] {
 			v, _ := strconv.Atoi(s)
 			n = append(n, v)
 		}
-		out[m[1]] = seriesTable{gpus: n[0], nvml: n[3], nvlink: n[4], rdma: n[5], topology: n[6], defaults: n[7]}
+		out[m[1]] = seriesTable{gpus: n[0], nvml: n[3], nvlink: n[4], rdma: n[5], topology: n[6], storage: n[7], defaults: n[8]}
 	}
 	return out
 }
@@ -308,6 +309,8 @@ func TestJoinLabelsKeepCardinality(t *testing.T) {
 					got.rdma += len(ms)
 				case CollectorTopology:
 					got.topology += len(ms)
+				case CollectorStorage:
+					got.storage += len(ms)
 				}
 				without := map[string]bool{} // the series without their join labels
 				for _, m := range ms {

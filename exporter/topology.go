@@ -11,27 +11,30 @@ import (
 
 var errNoNode = errors.New("no discovery has succeeded yet")
 
-// topologyCollector renders the last good discovery's GPU→NIC pairing. It
-// fails (without output) before the first discovery.
+// discoveryCollector renders series that change only with the discovery:
+// the topology collector's GPU→NIC pairing (collectTopology) and the
+// storage collector's storage layer (collectStorage). It fails (without
+// output) before the first discovery.
 //
-// Its series change only with the discovery: they are rendered once per
-// State.Node (which the agent replaces, never modifies) and the same
-// metrics are sent at every scrape until the node changes. Its runs never
-// overlap (collector.busy), so the cache needs no lock.
-type topologyCollector struct {
+// Its series are rendered once per State.Node (which the agent replaces,
+// never modifies) and the same metrics are sent at every scrape until the
+// node changes. Its runs never overlap (collector.busy), so the cache
+// needs no lock.
+type discoveryCollector struct {
 	labels *gpuLabelCache
+	render func(n *topology.Node, gpus *gpuLabelSet, s *sink)
 	node   *topology.Node // the node ms and err were rendered from
 	ms     []prometheus.Metric
 	err    error
 }
 
-func (c *topologyCollector) collect(_ context.Context, st *State, s *sink) error {
+func (c *discoveryCollector) collect(_ context.Context, st *State, s *sink) error {
 	if st.Node == nil {
 		return errNoNode
 	}
 	if st.Node != c.node {
 		var fresh sink // NewConstMetric's, held as long as the node
-		collectTopology(st.Node, c.labels.get(st.Node), &fresh)
+		c.render(st.Node, c.labels.get(st.Node), &fresh)
 		c.node, c.ms, c.err = st.Node, fresh.ms, errors.Join(fresh.errs...)
 	}
 	s.ms = append(s.ms, c.ms...)

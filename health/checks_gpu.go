@@ -27,6 +27,12 @@ var allChecks = []Check{
 	{"nic.firmware", GroupFabric, "all compute NICs run one firmware version", checkFirmware},
 	{"topo.aligned", GroupFabric, "every GPU has a compute NIC at PXB or better, never across sockets", checkAligned},
 	{"topo.gdr", GroupFabric, "GPUDirect RDMA available: nvidia_peermem loaded or dma-buf", checkGDR},
+	{"storage.gds", GroupStorage, "a GPUDirect Storage path: nvidia-fs loaded or P2PDMA supported, not compat mode", needsGDSTarget(checkGDS)},
+	{"storage.acs", GroupStorage, "no ACS on the bridges between a GPU and the storage in its PCIe switch", needsGDSTarget(checkACS)},
+	{"storage.iommu", GroupStorage, "IOMMU mode as NVIDIA's GDS guidance has it: off or passthrough on x86_64, translated on Grace", needsGDSTarget(checkIOMMU)},
+	{"storage.ports", GroupStorage, "storage NIC ports up", checkStoragePorts},
+	{"storage.nvme-link", GroupStorage, "data NVMe drives' PCIe links at full width and speed", needsGDSTarget(checkNVMeLink)},
+	{"storage.locality", GroupStorage, "every GPU has a storage NIC on its NUMA node or nearer, never across sockets", needsGDSTarget(checkLocality)},
 }
 
 // needsNVML runs a check that reads NVML's answers only where NVML

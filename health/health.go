@@ -3,7 +3,9 @@
 // Reader; the checks read no file themselves): GPU count and
 // visibility, PCIe link width, NVML memory and fabric health, fatal XIDs,
 // NVLinks, compute NIC ports, rates, error counters and firmware, GPU↔NIC
-// alignment and GPUDirect RDMA prerequisites. Every check has a stable id
+// alignment, GPUDirect RDMA prerequisites and the storage layer (a
+// GPUDirect Storage path, ACS, IOMMU mode, storage NIC ports, NVMe links,
+// GPU↔storage NIC locality). Every check has a stable id
 // and returns pass, warn, fail or skip with a one-line reason naming the
 // device and a hint. It opens no network connection; docs/health.md
 // describes each check.
@@ -51,6 +53,8 @@ type Group string
 const (
 	GroupGPU    Group = "gpu"    // GPU and NVLink checks: always enforced
 	GroupFabric Group = "fabric" // compute NIC and GPU↔NIC checks: per profile
+	// GroupStorage holds the storage.* checks: enforced by pretrain only.
+	GroupStorage Group = "storage"
 )
 
 // Profile chooses which failures are enforced.
@@ -63,6 +67,8 @@ const (
 	// otherwise their failures become warnings.
 	Finetune Profile = "finetune"
 	// Inference enforces the GPU checks; fabric failures are warnings.
+	// Only Pretrain enforces the storage checks (GroupStorage): under
+	// Finetune and Inference their failures are warnings.
 	Inference Profile = "inference"
 )
 
@@ -212,7 +218,7 @@ func Run(ctx context.Context, n topology.Node, opts Options) (Report, error) {
 			continue
 		}
 		r := runOne(ctx, c, in)
-		if r.Verdict == Fail && c.Group == GroupFabric && !in.fabricRequired() {
+		if r.Verdict == Fail && !in.enforced(c.Group) {
 			r.Verdict, r.Downgraded = Warn, true
 		}
 		if r.Verdict.rank() > rep.Verdict.rank() {
@@ -222,6 +228,18 @@ func Run(ctx context.Context, n topology.Node, opts Options) (Report, error) {
 	}
 	rep.Healthy = rep.Verdict != Fail
 	return rep, nil
+}
+
+// enforced reports whether the profile keeps a failure of the group's
+// checks a failure.
+func (in *Input) enforced(g Group) bool {
+	switch g {
+	case GroupFabric:
+		return in.fabricRequired()
+	case GroupStorage:
+		return in.Profile == Pretrain
+	}
+	return true
 }
 
 func (in *Input) fabricRequired() bool {

@@ -25,6 +25,9 @@ type EnvRequest struct {
 	// TopoFile is the path NCCL_TOPO_FILE gets: a vendor file in use or
 	// the XML gpuaffinity wrote; "" for none.
 	TopoFile string
+	// CuFileJSON is the path CUFILE_ENV_PATH_JSON gets: the cufile.json
+	// gpuaffinity wrote (env --write-cufile); "" for none.
+	CuFileJSON string
 	// Preset reports the caller's environment. A platform setting
 	// (docs/nccl-env.md, "Platform settings") the caller has already set
 	// is left out, so its value stands. Nil means nothing is set.
@@ -198,6 +201,11 @@ func (b *envBuilder) node(req EnvRequest) {
 		default:
 			b.set("NCCL_TOPO_FILE", req.TopoFile)
 		}
+	}
+	if req.CuFileJSON != "" {
+		// cuFile (GPUDirect Storage) reads this file instead of
+		// /etc/cufile.json.
+		b.set("CUFILE_ENV_PATH_JSON", req.CuFileJSON)
 	}
 }
 

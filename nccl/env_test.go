@@ -44,6 +44,8 @@ var envFixtures = []struct {
 	{"dgx-h100", "enp4s0f0", 7, 0, nil},                   //
 	{"dgx-h100-faults", "enp4s0f0", 7, 1, []int{2}},       // mlx5_4 down
 	{"dgx-h100-ib-storage", "enp4s0f0", 7, 0, nil},        //
+	{"dgx-h100-gds", "enp4s0f0", 7, 0, nil},               // storage changes no NCCL variable
+	{"dgx-h100-acs", "enp4s0f0", 7, 0, nil},               //
 	{"gcp-a3-mega", "enp0s12", 7, 0, nil},                 //
 	{"gcp-a3-ultragpu", "enp0s19", 7, 0, nil},             //
 	{"grace-hopper", "", 0, 1, nil},                       //

@@ -43,6 +43,9 @@ type Device struct {
 	Driver           string // basename of the driver link; "" when unbound
 	// Virtual is set for an SR-IOV virtual function (physfn link present).
 	Virtual bool
+	// ACS is a bridge's Access Control Services capability, read from its
+	// config file; the zero value for other functions.
+	ACS ACS
 }
 
 // IsBridge reports whether the function is a PCI-to-PCI bridge (class 0x0604xx).
@@ -167,6 +170,13 @@ func (f FS) device(name string) (*Device, []error) {
 		d.Driver = path.Base(filepath.ToSlash(t))
 	}
 	d.Virtual = dir.Exists("physfn")
+	if d.IsBridge() {
+		// Read here, on the reader's goroutines, beside the function's
+		// other attributes.
+		var err error
+		d.ACS, err = readACS(dir)
+		note(err)
+	}
 	return d, errs
 }
 

@@ -8,11 +8,14 @@ type LinkState struct {
 	MTU       int
 }
 
-// Netlink is the one question discovery asks of rtnetlink. The live
+// Netlink is the two questions discovery asks of rtnetlink. The live
 // implementation is NewNetlink (Linux); tests use a real one inside a
 // network namespace.
 type Netlink interface {
 	LinkState(name string) (LinkState, error)
+	// IPv4 lists the interface's IPv4 addresses in CIDR form
+	// ("10.10.1.5/16"), primary first as the kernel orders them.
+	IPv4(name string) ([]string, error)
 }
 
 // CrossCheck replaces the sysfs operstate and MTU of each netdev by

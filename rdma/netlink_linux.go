@@ -36,3 +36,21 @@ func (l liveNetlink) LinkState(name string) (LinkState, error) {
 	// netlink spells "lower-layer-down", sysfs "lowerlayerdown": use sysfs's form.
 	return LinkState{OperState: strings.ReplaceAll(a.OperState.String(), "-", ""), MTU: a.MTU}, nil
 }
+
+func (l liveNetlink) IPv4(name string) ([]string, error) {
+	link, err := l.h.LinkByName(name)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := l.h.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses of %s: %w", name, err)
+	}
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if a.IPNet != nil {
+			out = append(out, a.IPNet.String())
+		}
+	}
+	return out, nil
+}

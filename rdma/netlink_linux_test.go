@@ -48,11 +48,27 @@ func TestCrossCheckNetns(t *testing.T) {
 	if err := h.LinkSetUp(b); err != nil {
 		t.Fatal(err)
 	}
+	addr, err := netlink.ParseAddr("10.10.1.5/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddrAdd(a, addr); err != nil {
+		t.Fatal(err)
+	}
 	nl := NewNetlinkAt(h)
 	nds := []Netdev{
 		{Name: "gpa0", OperState: "down", MTU: 1500}, // stale sysfs view
 		{Name: "gpa1", OperState: "up", MTU: 1500},
 		{Name: "gone0", OperState: "up", MTU: 1500}, // vanished interface
+	}
+	if got, err := nl.IPv4("gpa0"); err != nil || len(got) != 1 || got[0] != "10.10.1.5/16" {
+		t.Errorf("IPv4(gpa0) = %v, %v; want [10.10.1.5/16]", got, err)
+	}
+	if got, err := nl.IPv4("gpa1"); err != nil || len(got) != 0 {
+		t.Errorf("IPv4(gpa1) = %v, %v; want none", got, err)
+	}
+	if _, err := nl.IPv4("gone0"); err == nil {
+		t.Error("IPv4 of a vanished interface succeeded")
 	}
 	errs := CrossCheck(nds, nl)
 	if nds[0].OperState != "up" || nds[0].MTU != 9000 {

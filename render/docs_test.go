@@ -32,10 +32,11 @@ func TestDocsNameEveryField(t *testing.T) {
 // jsonFields lists the JSON paths of t's fields: "nics[].ports[].rate_gbps".
 func jsonFields(t reflect.Type, prefix string, seen map[reflect.Type]bool) []string {
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
-		t = t.Elem()
-		if prefix != "" && !strings.HasSuffix(prefix, "[]") {
+		// A pointer is an object or null: only lists get "[]".
+		if t.Kind() == reflect.Slice && prefix != "" && !strings.HasSuffix(prefix, "[]") {
 			prefix += "[]"
 		}
+		t = t.Elem()
 	}
 	if t.Kind() != reflect.Struct || seen[t] {
 		return nil

@@ -10,11 +10,12 @@ import (
 
 // DOT writes n as a Graphviz digraph: one cluster per NUMA node (labelled
 // with its CPUs and memory), the host bridges in it, the root ports and
-// PCIe switches on the way to each GPU and NIC, the GPUs and NICs as
-// leaves, each GPU→NIC pair as a bold coloured edge labelled with its
+// PCIe switches on the way to each GPU, NIC and PCIe NVMe controller,
+// the GPUs, NICs (storage NICs in their own colour) and NVMe drives
+// (cylinders) as leaves, each GPU→NIC pair as a bold coloured edge labelled with its
 // class (dashed where the pair is undecided), and NVLinks (the NVSwitch
 // fabric as one node). Only PCI functions on a path from a host bridge to
-// a GPU or NIC appear. Every ID and label is a quoted, escaped DOT string.
+// a GPU, NIC or NVMe controller appear. Every ID and label is a quoted, escaped DOT string.
 // The output is deterministic; DOT does no I/O but writing to w.
 func DOT(w io.Writer, n topology.Node) error {
 	g := buildGraph(n)
@@ -29,7 +30,7 @@ func DOT(w io.Writer, n topology.Node) error {
 		ew.printf("    label=%s;\n", dotLabel(c.lines))
 		ew.line(`    style="rounded,dashed"; color="#888888";`)
 		for _, node := range c.nodes {
-			ew.printf("    %s [label=%s%s];\n", dotID(node.key), dotLabel(node.lines), dotNodeStyle(node.kind))
+			ew.printf("    %s [label=%s%s];\n", dotID(node.key), dotLabel(node.lines), dotNodeStyle(node))
 		}
 		ew.line("  }")
 	}
@@ -37,7 +38,7 @@ func DOT(w io.Writer, n topology.Node) error {
 		ew.line("")
 	}
 	for _, node := range g.loose {
-		ew.printf("  %s [label=%s%s];\n", dotID(node.key), dotLabel(node.lines), dotNodeStyle(node.kind))
+		ew.printf("  %s [label=%s%s];\n", dotID(node.key), dotLabel(node.lines), dotNodeStyle(node))
 	}
 	if len(g.edges) > 0 {
 		ew.line("")
@@ -52,8 +53,8 @@ func DOT(w io.Writer, n topology.Node) error {
 	return nil
 }
 
-func dotNodeStyle(k nodeKind) string {
-	switch k {
+func dotNodeStyle(n gnode) string {
+	switch n.kind {
 	case kindHostBridge:
 		return `, shape=box, style="filled", fillcolor="#e8e8e8"`
 	case kindSwitch:
@@ -61,7 +62,12 @@ func dotNodeStyle(k nodeKind) string {
 	case kindGPU:
 		return `, fillcolor="#c9e6a6", penwidth=1.5`
 	case kindNIC:
+		if n.storage {
+			return `, fillcolor="#d9c7ee", penwidth=1.5`
+		}
 		return `, fillcolor="#fde2b8", penwidth=1.5`
+	case kindNVMe:
+		return `, shape=cylinder, style="filled", fillcolor="#e6dcf3"`
 	case kindNVSwitch:
 		return `, shape=hexagon, style="filled", fillcolor="#c9e6a6"`
 	case kindEmpty:

@@ -64,30 +64,30 @@ func TestDOTSyntax(t *testing.T) {
 }
 
 // TestDOTSwitchPicture checks what the switch machine's picture holds: the
-// PCI path to each GPU and NIC with each switch as one box, and nothing
-// else of the PCI tree.
+// PCI path to each GPU, NIC and NVMe drive with each switch as one box,
+// and nothing else of the PCI tree.
 func TestDOTSwitchPicture(t *testing.T) {
 	var buf bytes.Buffer
 	if err := DOT(&buf, switchNode()); err != nil {
 		t.Fatal(err)
 	}
 	svg := svgOf(t, buf.Bytes())
-	// 2 host bridges, 2 root ports, 2 switches, 2 GPUs, 2 NICs, 1 NVSwitch.
-	if got := len(svgNode.FindAllString(svg, -1)); got != 11 {
-		t.Errorf("drew %d nodes, want 11", got)
+	// 2 host bridges, 3 root ports (one above the NVMe drive), 2 switches,
+	// 2 GPUs, 2 NICs, 1 NVMe drive, 1 NVSwitch.
+	if got := len(svgNode.FindAllString(svg, -1)); got != 13 {
+		t.Errorf("drew %d nodes, want 13", got)
 	}
 	all := strings.Join(texts(svg), "\n")
 	for _, absent := range []string{
 		"0000:15:00.0", // the host bridge's own function
-		"0000:15:02.0", // root port of the NVMe drive
-		"0000:1a:00.0", // the NVMe drive
 		"0000:17:00.0", // a downstream port, folded into its switch
 	} {
 		if strings.Contains(all, absent) {
-			t.Errorf("picture shows %s, which is on no GPU or NIC path (or is a switch port)", absent)
+			t.Errorf("picture shows %s, which is on no GPU, NIC or NVMe path (or is a switch port)", absent)
 		}
 	}
-	for _, present := range []string{"PCIe switch", "0000:16:00.0", "0000:98:00.0", "NVSwitch fabric", "PIX"} {
+	for _, present := range []string{"PCIe switch", "0000:16:00.0", "0000:98:00.0", "NVSwitch fabric", "PIX",
+		"0000:15:02.0", "nvme0", "0000:1a:00.0"} { // the NVMe drive below its root port
 		if !strings.Contains(all, present) {
 			t.Errorf("picture lacks %q", present)
 		}

@@ -42,8 +42,12 @@ func localized(build func() topology.Node) func() topology.Node {
 //	      ├─ 0000:17:00.0 ─ 0000:18:00.0 GPU0       ├─ 0000:99:00.0 ─ 0000:9a:00.0 GPU1
 //	      └─ 0000:17:01.0 ─ 0000:19:00.0 mlx5_0     └─ 0000:99:01.0 ─ 0000:9b:00.0 mlx5_1
 //
-// plus functions that must not be drawn: the host bridge's own function
-// 0000:15:00.0 and an NVMe drive behind root port 0000:15:02.0.
+// plus the host bridge's own function 0000:15:00.0, which must not be
+// drawn, and an NVMe drive (nvme0) behind root port 0000:15:02.0 holding
+// /raid: the one data drive, so both GPUs' nearest (PHB for GPU0 on the
+// same host bridge, SYS for GPU1 across the sockets). No NIC is a storage
+// NIC. nvidia-fs is loaded; P2PDMA is not possible (CUDA 12.4, the
+// proprietary module, kernel 5.15); the IOMMU is off.
 func switchNode() topology.Node {
 	pci := func(bus, parent, hb string, kind topology.Kind, numa int) topology.PCIDevice {
 		return topology.PCIDevice{BusID: bus, Parent: parent, HostBridge: hb, Kind: kind,
@@ -111,7 +115,8 @@ func switchNode() topology.Node {
 			nic("mlx5_0", "ibp25s0", "0000:19:00.0", 0),
 			nic("mlx5_1", "ibp155s0", "0000:9b:00.0", 1),
 		},
-		NVML: topology.NVMLInfo{Source: "live", DriverVersion: "550.54.15", NVMLVersion: "12.550.54.15", CUDAVersion: 12040},
+		NVML:   topology.NVMLInfo{Source: "live", DriverVersion: "550.54.15", NVMLVersion: "12.550.54.15", CUDAVersion: 12040},
+		Kernel: topology.KernelInfo{Release: "5.15.0-1042-nvidia"},
 		Paths: []topology.Path{
 			{GPU: 0, NIC: "mlx5_0", Class: topology.ClassPIX},
 			{GPU: 0, NIC: "mlx5_1", Class: topology.ClassSYS},
@@ -122,6 +127,24 @@ func switchNode() topology.Node {
 		Pairs: []topology.Pair{
 			{GPU: 0, NICs: []string{"mlx5_0"}, Class: topology.ClassPIX, Decided: true},
 			{GPU: 1, NICs: []string{"mlx5_1"}, Class: topology.ClassPIX, Decided: true},
+		},
+		Storage: topology.Storage{
+			NVMe: []topology.NVMe{{Name: "nvme0", BusID: "0000:1a:00.0", Transport: "pcie",
+				Model: "SAMSUNG MZWLJ3T8HBLS-00007", Serial: "S4YPNA0T123456", Firmware: "EPK9GB5Q", State: "live",
+				NUMANode: intp(0), Link: topology.PCILink{Speed: "16.0 GT/s PCIe", Width: 4, MaxSpeed: "16.0 GT/s PCIe", MaxWidth: 4},
+				Namespaces: []topology.NVMeNamespace{{Block: "nvme0n1", SizeBytes: 3840755982336}}, Use: topology.NVMeData}},
+			Mounts: []topology.Mount{{Source: "/dev/md0", Target: "/raid", FSType: "xfs", Kind: topology.MountNVMe,
+				Options: []string{"rw", "relatime"}, Devices: []string{"nvme0"}, NICs: []string{}}},
+			GDS: topology.GDS{NvidiaFS: true, NvidiaFSVersion: "2.17", OpenKernelModule: new(bool),
+				// What topology.Link's decideP2PDMA says of this node, in its order.
+				P2PDMA: topology.P2PDMA{Missing: []string{"CUDA driver 12.4 < 12.8",
+					"the proprietary NVIDIA kernel module is loaded (P2PDMA needs the open one)",
+					"kernel 5.15.0-1042-nvidia < 6.2"}},
+				IOMMU: topology.IOMMU{Mode: topology.IOMMUOff, Units: []string{}, Cmdline: []string{}}},
+			Pairs: []topology.StoragePair{
+				{GPU: 0, NVMe: []string{"nvme0"}, NVMeClass: topology.ClassPHB, NICs: []string{}},
+				{GPU: 1, NVMe: []string{"nvme0"}, NVMeClass: topology.ClassSYS, NICs: []string{}},
+			},
 		},
 	}
 }
@@ -237,6 +260,15 @@ func hostileNode() topology.Node {
 		},
 		Pairs: []topology.Pair{{GPU: 0, NICs: []string{`eth"0;}`}, Class: topology.ClassPIX, Decided: true,
 			Note: `note with "quotes" & <tags>`}},
+		// An NVMe over TCP controller (no PCI function, so not drawn) and a
+		// mount whose names carry tabs, quotes and escapes.
+		Storage: topology.Storage{
+			NVMe: []topology.NVMe{{Name: "nvme1", Transport: "tcp", Model: "evil\nmodel\t\x1b[1m", Use: topology.NVMeUnmounted}},
+			Mounts: []topology.Mount{{Source: `srv:/"x"`, Target: "/mnt/a\tb <c>", FSType: "nfs4", Kind: topology.MountNFS,
+				NICs: []string{`a b<c>`}, NICsReason: "holds clientaddr=\x1b[31m"}},
+			GDS:   topology.GDS{IOMMU: topology.IOMMU{Mode: topology.IOMMUUnknown, Cmdline: []string{"iommu=\"pt\""}}},
+			Pairs: []topology.StoragePair{{GPU: 0, NICs: []string{`a b<c>`}, NICClass: topology.ClassPIX, Note: "note\twith tab"}},
+		},
 		Warnings: []string{"line1\nline2\t\x1b[31mred\x1b[0m", "bad utf8 \xff\xfe end"},
 	}
 }

@@ -38,15 +38,18 @@ const (
 	kindSwitch              // a PCIe switch: upstream port and its downstream ports
 	kindGPU
 	kindNIC
+	kindNVMe // an NVMe controller (storage.nvme)
 	kindNVSwitch
 	kindEmpty // placeholder for a NUMA node with nothing drawn in it
 )
 
 // gnode is one box of the picture.
 type gnode struct {
-	key   string // unique and stable: "gpu:0", "nic:3", "pci:0000:17:00.0", "hb:pci0000:15"
+	key   string // unique and stable: "gpu:0", "nic:3", "nvme:0", "pci:0000:17:00.0", "hb:pci0000:15"
 	kind  nodeKind
 	lines []string
+	// storage marks a NIC whose role is storage, drawn in its own colour.
+	storage bool
 }
 
 type edgeKind int
@@ -68,7 +71,7 @@ type gedge struct {
 const numaUnknown = -1
 
 // buildGraph draws n. Only the PCI functions on the way from a host bridge
-// to a GPU or NIC appear; a switch's upstream and downstream ports are one
+// to a GPU, NIC or PCIe NVMe controller appear; a switch's upstream and downstream ports are one
 // node named for the upstream port.
 func buildGraph(n topology.Node) graph {
 	b := &builder{
@@ -106,6 +109,7 @@ type builder struct {
 
 func gpuKey(index int) string { return "gpu:" + strconv.Itoa(index) }
 func nicKey(i int) string     { return "nic:" + strconv.Itoa(i) }
+func nvmeKey(i int) string    { return "nvme:" + strconv.Itoa(i) }
 
 // graph sorts what was built into clusters, nodes and edges.
 func (b *builder) graph() graph {

@@ -9,7 +9,8 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
-// leaves adds every GPU and NIC with the PCI chain above it.
+// leaves adds every GPU, NIC and PCIe NVMe controller with the PCI chain
+// above it.
 func (b *builder) leaves() {
 	for _, g := range b.n.GPUs {
 		lines := []string{fmt.Sprintf("GPU%d", g.Index)}
@@ -35,11 +36,25 @@ func (b *builder) leaves() {
 		if nic.BusID != "" {
 			lines = append(lines, nic.BusID)
 		}
-		b.leaf(gnode{key: nicKey(i), kind: kindNIC, lines: lines}, nic.BusID, nic.NUMANode, nic.LocalCPUs)
+		b.leaf(gnode{key: nicKey(i), kind: kindNIC, lines: lines, storage: nic.Role == topology.RoleStorage}, nic.BusID, nic.NUMANode, nic.LocalCPUs)
+	}
+	for i, d := range b.n.Storage.NVMe {
+		if d.BusID == "" {
+			continue // NVMe over fabrics: no PCI function of its own
+		}
+		lines := []string{d.Name}
+		if d.Model != "" {
+			lines = append(lines, d.Model)
+		}
+		lines = append(lines, d.BusID)
+		if d.Use != "" {
+			lines = append(lines, string(d.Use))
+		}
+		b.leaf(gnode{key: nvmeKey(i), kind: kindNVMe, lines: lines}, d.BusID, d.NUMANode, b.pci[d.BusID].LocalCPUs)
 	}
 }
 
-// leaf adds one GPU or NIC and walks its Parent chain up to the host
+// leaf adds one GPU, NIC or NVMe controller and walks its Parent chain up to the host
 // bridge, adding each bridge (switch ports collapsed) and tree edge. The
 // NUMA node is the first one known along the chain; where none is (VMs),
 // it is the one NUMA node whose CPUs meet the device's CPUs, as

@@ -65,7 +65,9 @@ var nullable = map[string]bool{"numa_node": true, "node": true, "gpu_numa_id": t
 	"persistence": true, "ecc_uncorrected_volatile": true, "ecc_uncorrected_aggregate": true,
 	"remapped_rows_correctable": true, "remapped_rows_uncorrectable": true, "remap_pending": true,
 	"remap_failure": true, "retired_pages": true, "retired_pages_pending": true, "fabric_state": true,
-	"fabric_status": true, "recovery_action": true, "pcie_replay": true}
+	"fabric_status": true, "recovery_action": true, "pcie_replay": true,
+	// storage.gds: nil where the parameter or driver file is absent.
+	"nvme_multipath": true, "open_kernel_module": true}
 
 // TestJSONNoNullLists walks the JSON of every fixture (the empty one has
 // nil everywhere) and fails on a null anywhere but a nullable key.

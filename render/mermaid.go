@@ -10,7 +10,8 @@ import (
 )
 
 // Mermaid writes the picture DOT draws as a Mermaid `flowchart TB`: one
-// subgraph per NUMA node, the PCI path to each GPU and NIC, pairs as thick
+// subgraph per NUMA node, the PCI path to each GPU, NIC and NVMe
+// controller (a cylinder; storage NICs in their own class), pairs as thick
 // links (`==>`, dotted `-.->` where undecided) coloured with linkStyle,
 // and NVLinks. Node ids are sanitized to [A-Za-z0-9_] and made unique;
 // labels are quoted with Mermaid's entity codes (#quot; and friends), so a
@@ -28,7 +29,7 @@ func Mermaid(w io.Writer, n topology.Node) error {
 	node := func(indent string, gn gnode) {
 		id := ids.of(gn.key)
 		ew.printf("%s%s%s\n", indent, id, mermaidShape(gn.kind, mermaidLabel(gn.lines)))
-		if c := mermaidClass(gn.kind); c != "" {
+		if c := mermaidClass(gn); c != "" {
 			classes[c] = append(classes[c], id)
 		}
 	}
@@ -74,6 +75,8 @@ func Mermaid(w io.Writer, n topology.Node) error {
 		{"pcieswitch", "fill:#dbe9f6,stroke:#555555"},
 		{"gpu", "fill:#c9e6a6,stroke:#333333,stroke-width:2px"},
 		{"nic", "fill:#fde2b8,stroke:#333333,stroke-width:2px"},
+		{"storagenic", "fill:#d9c7ee,stroke:#333333,stroke-width:2px"},
+		{"nvme", "fill:#e6dcf3,stroke:#555555"},
 		{"empty", "fill:none,stroke:none,color:#888888"},
 	} {
 		if members := classes[c.name]; len(members) > 0 {
@@ -93,12 +96,14 @@ func mermaidShape(k nodeKind, label string) string {
 		return "{{" + label + "}}"
 	case kindHostBridge:
 		return "[[" + label + "]]"
+	case kindNVMe:
+		return "[(" + label + ")]"
 	}
 	return "[" + label + "]"
 }
 
-func mermaidClass(k nodeKind) string {
-	switch k {
+func mermaidClass(n gnode) string {
+	switch n.kind {
 	case kindHostBridge:
 		return "hostbridge"
 	case kindSwitch:
@@ -106,7 +111,12 @@ func mermaidClass(k nodeKind) string {
 	case kindGPU, kindNVSwitch:
 		return "gpu"
 	case kindNIC:
+		if n.storage {
+			return "storagenic"
+		}
 		return "nic"
+	case kindNVMe:
+		return "nvme"
 	case kindEmpty:
 		return "empty"
 	}

@@ -21,7 +21,7 @@ var mermaidLine = func() *regexp.Regexp {
 		`flowchart TB`,
 		`  subgraph ` + id + `\[` + q + `\]`,
 		`  end`,
-		` +` + id + `(?:\[` + q + `\]|\[\[` + q + `\]\]|\{\{` + q + `\}\})`,
+		` +` + id + `(?:\[` + q + `\]|\[\[` + q + `\]\]|\{\{` + q + `\}\}|\[\(` + q + `\)\])`, // box, subroutine, hexagon, cylinder
 		`  ` + id + ` --> ` + id,
 		`  ` + id + ` (?:==>|-\.->|---)\|` + q + `\| ` + id,
 		`  linkStyle [0-9]+(?:,[0-9]+)* [a-z:#0-9,-]+`,

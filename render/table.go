@@ -12,7 +12,9 @@ import (
 
 // Table writes n as a human table in the style of `nvidia-smi topo -m`:
 // the GPU and NIC matrix, its legend, the NIC legend (RDMA device, netdevs,
-// fabric, role), the GPU→NIC pairs and the node's warnings.
+// fabric, role), the GPU→NIC pairs, the storage section (NVMe drives, the
+// mounts GPUDirect Storage serves, GDS's state, each GPU's nearest NVMe
+// and storage NICs) and the node's warnings.
 //
 // GPU↔GPU cells print NV# where GPUs share NVLinks, else the PCIe class;
 // GPU↔NIC cells print the path class, with "*" where the model inferred it
@@ -30,6 +32,7 @@ func Table(w io.Writer, n topology.Node) error {
 		writeNICLegend(ew, f)
 		writePairs(ew, f)
 	}
+	writeStorage(ew, f)
 	writeWarnings(ew, n.Warnings)
 	if ew.err != nil {
 		return fmt.Errorf("render table: %w", ew.err)

@@ -6,6 +6,7 @@
 #   3. nccl-topo loaded by NCCL (NCCL_TOPO_FILE): no WARN, attributes kept
 #   4. check --interval 1s -o json: verdict, failed and skipped ids
 #   5. agent on a free localhost port: /readyz, three timed /metrics scrapes
+#   6. storage: topo's NVMe list against /sys/class/nvme, the GDS view, cufile -f -
 # Every step prints PASS/FAIL/SKIP and its wall time. The script ends with a
 # summary and exits 1 if any step failed, 2 if it cannot run here. Details:
 # scripts/gpu-check.md.
@@ -583,9 +584,62 @@ def cmd_count_gpus(json_path):
     return 0
 
 
+# ---- step 6: the storage layer ---------------------------------------------------
+def cmd_storage(topo_json, sysfs_list, cufile_json):
+    """topo's storage section against the kernel's own NVMe list (name and
+    PCI address from /sys/class/nvme), and cufile -f - parsed as JSON."""
+    with open(topo_json) as f:
+        n = json.load(f)
+    st = n.get("storage") or {}
+    ours = {d["name"]: d.get("bus_id", "") for d in st.get("nvme") or []}
+    kernel = {}
+    with open(sysfs_list) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3:
+                kernel[parts[0]] = parts[2].lower() if parts[1] == "pcie" else ""
+    bad = []
+    for name, addr in sorted(kernel.items()):
+        if name not in ours:
+            bad.append("%s (%s) is in /sys/class/nvme, not in topo" % (name, addr or "fabrics"))
+        elif addr and ours[name] != addr:
+            bad.append("%s: topo says %s, the kernel %s" % (name, ours[name], addr))
+    for name in sorted(set(ours) - set(kernel)):
+        bad.append("%s is in topo, not in /sys/class/nvme" % name)
+    for d in st.get("nvme") or []:
+        link = d.get("link") or {}
+        print("  %-7s %-13s %-9s %-28s x%s/x%s %s" % (d["name"], d.get("bus_id", "-"), d.get("use"), d.get("model", "")[:28],
+                                                 link.get("width", "?"), link.get("max_width", "?"), link.get("speed", "")))
+    for m in st.get("mounts") or []:
+        print("  mount %-24s %-7s nics=%s (%s)" % (m["target"], m["kind"], ",".join(m.get("nics") or []) or "-", m.get("nics_reason", "")))
+    gds = st.get("gds") or {}
+    p2p = gds.get("p2pdma") or {}
+    print("  GDS: nvidia-fs %s%s; P2PDMA %s%s; IOMMU %s" % (
+        "loaded" if gds.get("nvidia_fs") else "not loaded",
+        " (%s)" % gds["nvidia_fs_version"] if gds.get("nvidia_fs_version") else "",
+        "supported" if p2p.get("supported") else "not supported",
+        "" if p2p.get("supported") else " (" + "; ".join(p2p.get("missing") or []) + ")",
+        (gds.get("iommu") or {}).get("mode")))
+    for p in st.get("pairs") or []:
+        print("  GPU %s: NVMe %s (%s), storage NICs %s (%s)" % (p["gpu"], ",".join(p["nvme"]) or "-", p["nvme_class"],
+                                                              ",".join(p["nics"]) or "-", p["nic_class"]))
+    if cufile_json:
+        try:
+            with open(cufile_json) as f:
+                c = json.load(f)
+            print("  cufile: properties.use_pci_p2pdma=%s rdma_dynamic_routing=%s, fs keys %s" % (
+                c.get("properties", {}).get("use_pci_p2pdma"), c.get("properties", {}).get("rdma_dynamic_routing"),
+                ",".join(sorted(c.get("fs", {})))))
+        except (OSError, ValueError) as e:
+            bad.append("cufile -f - is not JSON: %s" % e)
+    for b in bad:
+        print("  DIFF " + b)
+    return 1 if bad else 0
+
+
 def main():
     cmds = {"smi": cmd_smi, "jsondiff": cmd_jsondiff, "nccl": cmd_nccl, "check": cmd_check,
-            "count-gpus": cmd_count_gpus}
+            "count-gpus": cmd_count_gpus, "storage": cmd_storage}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         print("usage: gpu_check_helpers.py %s ARGS..." % "|".join(cmds), file=sys.stderr)
         return 2
@@ -976,12 +1030,51 @@ step5() {
   step_end "$st" "$note"
 }
 
+# ---- step 6: the storage layer ---------------------------------------------------------
+# NVMe controllers against the kernel's /sys/class/nvme, the GDS view, each
+# GPU's nearest NVMe and storage NICs, and `cufile -f -`; gdscheck -p and
+# nvidia-fs's own files are shown where installed (not compared).
+step6() {
+  step_begin 6 "storage: NVMe vs /sys/class/nvme, GDS view, cufile -f -"
+  local st=PASS note="" list=$OUT/step6-sysfs-nvme.txt
+  run step6-topo 60 "$BIN" topo ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} -o json
+  if ((RC != 0)); then indent "$OUT/step6-topo.err" 10; step_end FAIL "topo -o json failed (rc=$RC)"; return; fi
+  : >"$list"
+  if [[ -z $DEMO ]]; then
+    local c
+    for c in /sys/class/nvme/nvme*; do
+      [[ -e $c ]] || continue
+      printf '%s %s %s\n' "${c##*/}" "$(cat "$c/transport" 2>/dev/null || echo unknown)" "$(cat "$c/address" 2>/dev/null || echo -)" >>"$list"
+    done
+    [[ -r /proc/driver/nvidia-fs/version ]] && echo "  nvidia-fs: $(cat /proc/driver/nvidia-fs/version)"
+    [[ -r /proc/driver/nvidia-fs/bridges ]] && echo "  nvidia-fs ACS-enabled bridges: $(tr '\n' ' ' </proc/driver/nvidia-fs/bridges)"
+    local gds
+    for gds in /usr/local/cuda/gds/tools/gdscheck /usr/local/cuda-*/gds/tools/gdscheck; do
+      if [[ -x $gds ]]; then run step6-gdscheck 60 "$gds" -p; indent "$OUT/step6-gdscheck.out" 60; break; fi
+    done
+  else
+    # Demo: the machine's own NVMe list, as topo reads it, stands in.
+    [[ -n $PY ]] && "$PY" -c 'import json,sys; [print(d["name"], d["transport"], d.get("bus_id") or "-") for d in json.load(open(sys.argv[1]))["storage"]["nvme"]]' "$OUT/step6-topo.out" >"$list"
+  fi
+  run step6-cufile 60 "$BIN" cufile ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} -f -
+  local cuf=$OUT/step6-cufile.out
+  if ((RC != 0)); then indent "$OUT/step6-cufile.err" 10; st=FAIL note="cufile -f - failed (rc=$RC)"; cuf=""; fi
+  if [[ -n $PY ]]; then
+    if ! py storage "$OUT/step6-topo.out" "$list" "$cuf"; then st=FAIL note="${note:+$note; }topo's NVMe list differs from the kernel's"; fi
+  else
+    note="${note:+$note; }python3 missing: storage section not compared"
+  fi
+  [[ $st == PASS ]] && note="$(wc -l <"$list") NVMe controller(s) agree"
+  step_end "$st" "$note"
+}
+
 T_ALL=$(now_ms)
 step1
 step2
 step3
 step4
 step5
+step6
 
 # ---- summary -------------------------------------------------------------------------
 printf '\n=== Summary (%s%s) ===\n' "$(hostname 2>/dev/null)" "${DEMO:+, demo $DEMO}"

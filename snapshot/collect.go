@@ -80,6 +80,9 @@ func collect(opts Options, read readFunc) (*tree, Report, error) {
 	if err := c.nvml(); err != nil {
 		return nil, c.rep, err
 	}
+	if err := c.addresses(); err != nil {
+		return nil, c.rep, err
+	}
 	c.rep.Files, c.rep.Links, c.rep.Dirs = c.tree.counts()
 	return c.tree, c.rep, nil
 }
@@ -240,6 +243,11 @@ func (c *collector) copyFile(r rule, logical, p string) error {
 	real, err := c.canon(p, !r.flat)
 	if err != nil {
 		return c.handle(p, err, true)
+	}
+	if !r.flat && c.tree.has(real) {
+		// The same file reached through two scopes (a namespace's size
+		// through its controller and through sys/class/block): one copy.
+		return nil
 	}
 	fi, err := c.src.Lstat(real)
 	if err != nil {

@@ -355,7 +355,7 @@ func buildFakeRoot(t *testing.T) *fakeRoot {
 	f.file("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04\n")
 	f.file("proc/driver/nvidia/gpus/0000:04:00.0/information", "Model: \t\t NVIDIA H200\nGPU UUID: \t "+fakeUUID+"\nBus Location: \t 0000:04:00.0\n")
 	f.extra("proc/driver/nvidia/gpus/0000:04:00.0/registry", "Binary: \"\"\n")
-	f.extra("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=UUID=1234\n")
+	f.file("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=UUID=1234 intel_iommu=on iommu=pt\n")
 
 	// NVML answers.
 	nf := gpunvml.ReplayFile{

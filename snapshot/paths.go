@@ -18,10 +18,13 @@ const (
 	scopePCI                 // a PCI function's directory, and each ancestor up to sys/devices/pciDDDD:BB
 	scopeNetdev              // a network interface's directory (under a PCI function or sys/devices/virtual/net)
 	scopeRDMA                // an RDMA device's directory (PCI function/infiniband/<ibdev>)
+	scopeNVMe                // an NVMe controller's directory (PCI function/nvme/nvmeN)
+	scopeSubsys              // an NVMe subsystem's directory (sys/devices/virtual/nvme-subsystem/nvme-subsysN)
+	scopeBlock               // a block device's directory (a namespace, partition, md or dm device)
 )
 
 func (s scope) String() string {
-	return [...]string{"root", "pci", "netdev", "rdma"}[s]
+	return [...]string{"root", "pci", "netdev", "rdma", "nvme", "nvme-subsystem", "block"}[s]
 }
 
 // action is what a rule does with what its pattern matches.
@@ -47,6 +50,7 @@ const (
 	scrubHostname           // host-<hex>
 	scrubAssetTag           // only when it looks like a serial
 	scrubUUIDs              // every GPU-/MIG- UUID in the text
+	scrubSerial             // a drive's serial number: same length, every letter and digit replaced
 )
 
 const (
@@ -143,12 +147,46 @@ var rules = []rule{
 	// discovery, health: per-GPU model, bus location, UUID.
 	{scope: scopeRoot, pattern: "proc/driver/nvidia/gpus/*/information", action: copyFile, flat: true, scrub: scrubUUIDs},
 
+	// --- Storage (storage/, discover/storage.go). ---
+
+	// discovery (storage.nvme): one link per NVMe controller; the target
+	// is below its PCI function (or sys/devices/virtual/nvme-fabrics for
+	// NVMe over fabrics).
+	{scope: scopeRoot, pattern: "sys/class/nvme/*", action: followLink, into: scopeNVMe},
+	// No reader of gpuaffinity's yet: one link per NVMe subsystem, with
+	// its controllers' links and I/O policy, so a snapshot shows how
+	// native multipath grouped the controllers (its heads are block
+	// devices, copied through sys/class/block).
+	{scope: scopeRoot, pattern: "sys/class/nvme-subsystem/*", action: followLink, into: scopeSubsys},
+	// discovery (which NVMe a mount sits on): one link per block device,
+	// walked through partitions, md and device-mapper slaves.
+	{scope: scopeRoot, pattern: "sys/class/block/*", action: followLink, into: scopeBlock},
+	// discovery (storage.gds.iommu.units): the IOMMU units; their target
+	// folders are made empty so the links resolve.
+	{scope: scopeRoot, pattern: "sys/class/iommu/*", action: linkMkdir},
+	// discovery (storage.gds.iommu.group_types): each IOMMU group's
+	// default domain type, which a PCI function's iommu_group link names.
+	{scope: scopeRoot, pattern: "sys/kernel/iommu_groups/*/type", action: copyFile},
+	// discovery (storage.gds.iommu.cmdline): iommu=, intel_iommu=... A
+	// root=UUID= in it is scrubbed as UUIDs are.
+	{scope: scopeRoot, pattern: "proc/cmdline", action: copyFile, flat: true, scrub: scrubUUIDs},
+	// discovery (storage.gds.nvidia_fs): the nvidia-fs driver's folder,
+	// present while it is loaded, and its version line.
+	{scope: scopeRoot, pattern: "proc/driver/nvidia-fs", action: keepDir, flat: true},
+	{scope: scopeRoot, pattern: "proc/driver/nvidia-fs/version", action: copyFile, flat: true},
+	// discovery (storage.gds.nvme_multipath): native NVMe multipath.
+	{scope: scopeRoot, pattern: "sys/module/nvme_core/parameters/multipath", action: copyFile, flat: true},
+
 	// --- PCI function (and each ancestor bridge). ---
 
 	// discovery, hwloc, ghw, lspci: identity, NUMA locality, link state.
-	// config is 256 bytes (64 unprivileged): hwloc needs the header type
-	// and bus numbers to see bridges. Never resource*, rom, vpd, remove,
-	// reset, rescan: large, write-only or with side effects.
+	// config is copied whole, as far as it reads: 4096 bytes for a PCIe
+	// function read as root, 256 for conventional PCI, 64 unprivileged.
+	// hwloc needs the header type and bus numbers to see bridges;
+	// discovery's ACS reader (pci.readACS) needs the extended space, so a
+	// snapshot taken without root reads back as ACS "unknown", as the node
+	// did to that user. Never resource*, rom, vpd, remove, reset, rescan:
+	// large, write-only or with side effects.
 	{scope: scopePCI, pattern: "{vendor,device,class,subsystem_vendor,subsystem_device,revision,numa_node,local_cpulist,local_cpus,current_link_speed,current_link_width,max_link_speed,max_link_width,modalias,enable,irq,config}", action: copyFile},
 	// discovery (driver name), ghw: the link, and an empty driver folder
 	// under sys/bus/pci/drivers/ so that it resolves.
@@ -159,6 +197,41 @@ var rules = []rule{
 	{scope: scopePCI, pattern: "net/*", action: enterDir, into: scopeNetdev},
 	// discovery: the RDMA devices of a PCI function.
 	{scope: scopePCI, pattern: "infiniband/*", action: enterDir, into: scopeRDMA},
+	// discovery (storage.gds.iommu.group_types): the function's IOMMU
+	// group, a link to sys/kernel/iommu_groups/N (whose type the root
+	// rule copies).
+	{scope: scopePCI, pattern: "iommu_group", action: copyLink},
+
+	// --- NVMe controller. ---
+
+	// discovery (storage.nvme): identity, transport, state, locality.
+	// Never subsysnqn: it embeds the serial.
+	{scope: scopeNVMe, pattern: "{model,firmware_rev,transport,address,state,numa_node}", action: copyFile},
+	// discovery: the drive's serial, an identifier like a GPU UUID.
+	{scope: scopeNVMe, pattern: "serial", action: copyFile, scrub: scrubSerial},
+	// discovery: the controller's parent device (its PCI function).
+	{scope: scopeNVMe, pattern: "device", action: linkMkdir},
+	// discovery: each namespace's size; nvmeXcYnZ are the hidden
+	// per-controller paths of a multipath head, which sys/class/block
+	// may not list.
+	{scope: scopeNVMe, pattern: "nvme[0-9]*/size", action: copyFile},
+
+	// --- NVMe subsystem. ---
+
+	{scope: scopeSubsys, pattern: "{model,firmware_rev,iopolicy}", action: copyFile},
+	{scope: scopeSubsys, pattern: "serial", action: copyFile, scrub: scrubSerial},
+	// The subsystem's controllers (links into sys/class/nvme's targets).
+	{scope: scopeSubsys, pattern: "nvme[0-9]*", action: copyLink},
+
+	// --- Block device. ---
+
+	// discovery (storage.Disks): a partition says so; sizes; an md
+	// array's level.
+	{scope: scopeBlock, pattern: "{partition,size,md/level}", action: copyFile},
+	// discovery: the devices an md or dm device is built on, and what is
+	// built on this one (links to other block devices, which
+	// sys/class/block lists too).
+	{scope: scopeBlock, pattern: "{slaves,holders}/*", action: copyLink},
 
 	// --- Netdev. ---
 

@@ -56,6 +56,8 @@ func (s *scrubber) file(k scrubKind, data []byte) []byte {
 		out = s.hostname(body)
 	case scrubAssetTag:
 		out = s.assetTag(body)
+	case scrubSerial:
+		out = s.serial(body)
 	default:
 		out = body
 	}
@@ -186,6 +188,30 @@ func (s *scrubber) hostname(name string) string {
 		return name
 	}
 	return "host-" + hex.EncodeToString(digest("hostname", []byte(name))[:6])
+}
+
+// serial returns the fake of a drive serial number (an NVMe controller's
+// or subsystem's serial, up to 20 characters): the same length, each
+// letter or digit replaced by an upper-case hex digit of the serial's
+// hash, anything else (spaces, dashes) kept. The same serial gets the same
+// fake wherever it appears, so a controller and its subsystem still agree.
+// An empty serial is kept.
+func (s *scrubber) serial(text string) string {
+	if strings.TrimSpace(text) == "" {
+		return text
+	}
+	d := strings.ToUpper(hex.EncodeToString(digest("serial", []byte(text))))
+	var b strings.Builder
+	j := 0
+	for _, r := range text {
+		if r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			b.WriteByte(d[j%len(d)])
+			j++
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // wellKnownAssetTags are chassis asset tags that name a cloud, not a machine.

@@ -170,6 +170,13 @@ func TestScrubValues(t *testing.T) {
 		{name: "hostname", got: s.hostname("gpu-node-17"), in: "gpu-node-17"},
 		{name: "unparseable GUID", got: s.guidText("0c42a10300112233"), in: "0c42a10300112233"},
 		{name: "8-byte address", got: s.address("01:02:03:04:05:06:07:08"), in: "01:02:03:04:05:06:07:08"},
+		{name: "drive serial", got: s.serial("S4YPNA0T123456"), in: "S4YPNA0T123456"},
+		// An unset serial identifies nothing.
+		{name: "blank serial kept", got: s.serial("    "), want: "    "},
+	}
+	// A serial keeps its length and separators, and its fake is stable.
+	if a, b := s.serial("BTLJ-1234 5678"), s.serial("BTLJ-1234 5678"); a != b || len(a) != 14 || a[4] != '-' || a[9] != ' ' || a == "BTLJ-1234 5678" {
+		t.Errorf("serial(%q) = %q, %q: want one stable fake with the dash and space kept", "BTLJ-1234 5678", a, b)
 	}
 	// Identifiers of a shape the UUID form does not have still go, each
 	// replaced by a GPU-/MIG- fake of UUID form.

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/rdma"
 )
 
 // Options says what to snapshot.
@@ -29,6 +30,11 @@ type Options struct {
 	// lifecycle as nvml.Record documents it; cmd/ passes what nvml.Open(root)
 	// returned.
 	NVML nvml.Interface
+	// Netlink, when set, is asked for the IPv4 addresses of every netdev
+	// of Root's sys/class/net, written to addresses.json. When nil: on "/"
+	// the process's own netlink (rdma.NewNetlink) is asked; on another
+	// root, Root/addresses.json (if present) is copied.
+	Netlink rdma.Netlink
 }
 
 // Report says what a snapshot holds and what it left out.
@@ -47,6 +53,10 @@ type Report struct {
 	// NVML says where nvml.json came from: "" when none was written,
 	// "Options.NVML", or the path of the source root's nvml.json.
 	NVML string
+	// Addresses says where addresses.json came from: "" when none was
+	// written, "netlink (N interfaces)", "Options.Netlink (N interfaces)",
+	// or the path of the source root's addresses.json.
+	Addresses string
 }
 
 // String summarizes the report on one line, reasons in sorted order:
@@ -68,6 +78,9 @@ func (r Report) String() string {
 		b.WriteString("; no nvml.json")
 	} else {
 		fmt.Fprintf(&b, "; nvml.json from %s", r.NVML)
+	}
+	if r.Addresses != "" {
+		fmt.Fprintf(&b, "; addresses.json from %s", r.Addresses)
 	}
 	return b.String()
 }

@@ -55,6 +55,12 @@ func (t *tree) addFile(p string, data []byte) bool {
 	return true
 }
 
+// has reports whether something is already at p.
+func (t *tree) has(p string) bool {
+	_, ok := t.entries[p]
+	return ok
+}
+
 // addLink adds a link; the same link seen twice is kept once.
 func (t *tree) addLink(p, text string) {
 	if _, ok := t.entries[p]; ok {

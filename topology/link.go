@@ -31,6 +31,7 @@ func Link(n *Node, opts RoleOptions) {
 	n.Warnings = append(n.Warnings, assignRoles(n, opts, c)...)
 	n.Pairs = c.pair()
 	n.Warnings = append(n.Warnings, c.downWarnings()...)
+	n.Warnings = append(n.Warnings, c.linkStorage()...)
 }
 
 // localizedDevices is n.PCIDevices where a GPU whose numa_node is unknown
@@ -66,6 +67,29 @@ func (n *Node) PathClass(gpu int, nic string) Class {
 		}
 	}
 	return ClassUnknown
+}
+
+// BridgesBetween returns the bridges on the PCIe path between functions
+// a and b below their common ancestor bridge (a's side nearest a first,
+// then b's): the ports peer traffic between them crosses without going
+// up to the root complex, where ACS would redirect it. ok is false where
+// either function is not in n.PCIDevices or they share no bridge (a path
+// through the root complex).
+func (n *Node) BridgesBetween(a, b string) (bridges []PCIDevice, ok bool) {
+	t := newTree(n.PCIDevices)
+	if t[a] == nil || t[b] == nil {
+		return nil, false
+	}
+	upA, upB := t.ancestors(a), t.ancestors(b)
+	for j, x := range upB {
+		if i := slices.IndexFunc(upA, func(y *PCIDevice) bool { return y.BusID == x.BusID }); i >= 0 {
+			for _, d := range append(slices.Clone(upA[:i]), upB[:j]...) {
+				bridges = append(bridges, *d)
+			}
+			return bridges, true
+		}
+	}
+	return nil, false
 }
 
 // tree indexes the PCI devices by bus id.

@@ -54,6 +54,9 @@ type Node struct {
 	GPUPaths []GPUPath `json:"gpu_paths"`
 	// Pairs holds one entry per GPU, in GPU order.
 	Pairs []Pair `json:"pairs"`
+	// Storage is the storage layer: NVMe, GDS-served mounts, GDS's
+	// prerequisites and each GPU's nearest storage.
+	Storage Storage `json:"storage"`
 	// Warnings name the file or device behind every degraded answer.
 	Warnings []string `json:"warnings"`
 }
@@ -198,6 +201,23 @@ type PCIDevice struct {
 	LocalCPUs       cpuset.Set `json:"local_cpus"`       // local_cpulist
 	Driver          string     `json:"driver,omitempty"` // basename of the driver link
 	Link            PCILink    `json:"link"`
+	// ACS is a bridge's Access Control Services state (nil for other
+	// functions).
+	ACS *ACS `json:"acs,omitempty"`
+}
+
+// ACS is a PCIe port's Access Control Services capability, read from its
+// configuration space.
+type ACS struct {
+	// State is "on", "off", "absent" (no ACS capability) or "unknown"
+	// (the extended configuration space is not readable without root).
+	State string `json:"state"`
+	// Enabled names the control bits set ("SV", "RR", "CR", "UF", ...).
+	Enabled []string `json:"enabled,omitempty"`
+	// Control is the ACS Control Register ("0x001d"); "" unless on or off.
+	Control string `json:"control,omitempty"`
+	// Reason says why State is unknown.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PCILink is a function's PCIe link; zero values mean "not reported".
@@ -535,6 +555,10 @@ type Interface struct {
 	// MasterKind is "bond" or "bridge" where the master's sysfs directory
 	// says so; "" otherwise (netvsc, unknown).
 	MasterKind string `json:"master_kind,omitempty"`
+	// IPv4 are the interface's IPv4 addresses in CIDR form
+	// ("10.10.1.5/16"): netlink on a live root, the recorded
+	// addresses.json elsewhere.
+	IPv4 []string `json:"ipv4,omitempty"`
 }
 
 // UnsupportedWarning is the warning every command gives when the bus

@@ -27,6 +27,7 @@ func newEnvCmd(g *globals) *cobra.Command {
 		output    string
 		allRanks  bool
 		writeTopo string
+		writeCu   string
 		platform  bool
 	)
 	cmd := &cobra.Command{
@@ -63,8 +64,10 @@ once) go to stderr.`,
 				return fmt.Errorf("-o %q: want sh, json or dotenv", output)
 			}
 			load := cf.launchNode
-			if writeTopo != "" {
-				load = cf.node // the XML is rendered from every PCI function
+			if writeTopo != "" || writeCu != "" {
+				// The XML is rendered from every PCI function, cufile.json
+				// from the storage layer: neither is in launch.node.
+				load = cf.node
 			}
 			n, err := load(cmd, g, &nf)
 			defer nf.cleanup()
@@ -96,6 +99,15 @@ once) go to stderr.`,
 					}
 					req.TopoFile = path
 				}
+			}
+
+			if writeCu != "" {
+				path, warns, err := writeCuFile(writeCu, n)
+				if err != nil {
+					return err
+				}
+				warnings = append(warnings, warns...)
+				req.CuFileJSON = path
 			}
 
 			var out bytes.Buffer
@@ -158,6 +170,7 @@ once) go to stderr.`,
 	cmd.Flags().BoolVar(&allRanks, "all-ranks", false, "show every local rank (one per GPU, or per CUDA_VISIBLE_DEVICES entry)")
 	cmd.Flags().BoolVar(&platform, "platform-settings", true, "set the NCCL settings the platform publishes for its fabric (OCI RoCE QoS, Google gIB); one already in the environment keeps its value")
 	cmd.Flags().StringVar(&writeTopo, "write-topo", "", "write the NCCL topology XML to DIR/"+topoFileName+" and point NCCL_TOPO_FILE at it (not on EFA nodes)")
+	cmd.Flags().StringVar(&writeCu, "write-cufile", "", "write the node's cufile.json (as gpuaffinity cufile) to DIR/"+cufileName+" and point CUFILE_ENV_PATH_JSON at it")
 	return cmd
 }
 

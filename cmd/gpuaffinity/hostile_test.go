@@ -49,6 +49,7 @@ func TestCommandsOnHostileRoot(t *testing.T) {
 		{"cpumap"},
 		{"gres"},
 		{"nccl-topo", "-f", out},
+		{"cufile", "-f", out},
 		{"check", "--interval", "1ms"},
 	} {
 		args = append(args, "--root", root)

@@ -64,7 +64,7 @@ func TestListFlagAsStringSlice(t *testing.T) {
 // -o is the format everywhere: on the commands that write a file it is
 // refused, naming -f, and writes nothing; -f writes the file.
 func TestOutputFileFlag(t *testing.T) {
-	for _, cmd := range []string{"gres", "nccl-topo", "snapshot"} {
+	for _, cmd := range []string{"gres", "nccl-topo", "cufile", "snapshot"} {
 		t.Run(cmd, func(t *testing.T) {
 			dir := t.TempDir()
 			target := filepath.Join(dir, "json")

@@ -80,7 +80,7 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	// same line as the version command.
 	cmd.Version = version
 	cmd.SetVersionTemplate(versionLine())
-	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newEnvCmd(g),
+	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newCuFileCmd(g), newEnvCmd(g),
 		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g), newAgentCmd(g))
 	registerCompletions(cmd)
 	return cmd

@@ -81,18 +81,29 @@ func buildTree(spec Spec) (*tree, *nvml.ReplayFile, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
-	b := &builder{s: &spec, l: l, t: newTree(), ifindex: 1}
+	b := &builder{s: &spec, l: l, t: newTree(), ifindex: 1, fnDirs: map[string]string{}}
 	b.cpus()
 	b.numa()
 	b.virtualNet()
 	if err := b.pci(); err != nil {
 		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
+	if err := b.storage(b.fnDirs); err != nil {
+		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	b.iommu(b.fnDirs)
 	b.dmi()
 	b.proc()
 	b.nvidiaProc()
 	if err := b.files(); err != nil {
 		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	addrs, err := b.addresses()
+	if err != nil {
+		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
+	}
+	if addrs != nil {
+		b.t.raw(AddressesFile, addrs)
 	}
 	if spec.NVML == nil {
 		return b.t, nil, nil
@@ -108,6 +119,8 @@ type builder struct {
 	ifindex int
 	gpus    []gpuFn
 	irq     int
+	// fnDirs is each PCI function's directory, by bus id (pci fills it).
+	fnDirs map[string]string
 }
 
 // gpuFn is what nvml.json needs of a GPU function.
@@ -316,12 +329,21 @@ func (b *builder) nvidiaVersion() string {
 // kernel-open/nvidia/nv-procfs.c formats): /proc/driver/nvidia/version,
 // /sys/module/nvidia/version and each GPU's information file.
 func (b *builder) nvidiaProc() {
+	if slices.Contains(b.s.Kernel.Modules, "nvidia_fs") {
+		// GDS's nvidia-fs: a placeholder of its procfs file, which readers
+		// only look for.
+		b.t.attr("proc/driver/nvidia-fs/version", "version: 2.17")
+	}
 	v := b.nvidiaVersion()
 	if v == "" {
 		return
 	}
-	b.t.raw("proc/driver/nvidia/version", fmt.Appendf(nil,
-		"NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n", v))
+	nvrm := fmt.Sprintf("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Mar  5 22:23:56 UTC 2024", v)
+	if b.s.Kernel.NVIDIAOpen {
+		nvrm = fmt.Sprintf("NVRM version: NVIDIA UNIX Open Kernel Module for %s  %s  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Mar  5 22:23:56 UTC 2024",
+			cmpOr(b.s.CPU.Arch, "x86_64"), v)
+	}
+	b.t.raw("proc/driver/nvidia/version", []byte(nvrm+"\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"))
 	b.t.attr("sys/module/nvidia/version", v)
 	for _, g := range b.gpus {
 		minor := g.gpu.Index
@@ -345,6 +367,9 @@ func (b *builder) proc() {
 	t.attr("proc/sys/kernel/hostname", cmpOr(s.Hostname, s.Name))
 	if s.Kernel.Release != "" {
 		t.attr("proc/sys/kernel/osrelease", s.Kernel.Release)
+	}
+	if s.Kernel.Cmdline != "" {
+		t.attr("proc/cmdline", s.Kernel.Cmdline)
 	}
 	for _, m := range s.Kernel.Modules {
 		t.attr("sys/module/"+m+"/initstate", "live")
@@ -385,7 +410,7 @@ func (b *builder) proc() {
 	status := fmt.Sprintf("Name:\tgpuaffinity\nState:\tR (running)\nPid:\t1\nCpus_allowed:\t%s\nCpus_allowed_list:\t%s\nMems_allowed:\t%s\nMems_allowed_list:\t%s\n",
 		l.allowed.Mask(l.ncpu), l.allowed, mems.Mask(1024), mems)
 	t.raw("proc/self/status", []byte(status))
-	t.raw("proc/mounts", []byte("/dev/root / ext4 rw,relatime 0 0\nsysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0\nproc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"))
+	b.procMounts()
 }
 
 func cmpOr(a, b string) string {

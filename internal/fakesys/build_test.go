@@ -169,8 +169,16 @@ func TestConfigSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) != 256 {
-		t.Fatalf("config is %d bytes, want 256", len(b))
+	// A bridge's is the whole extended space, without extended
+	// capabilities (no acs); an endpoint's the first 256 bytes.
+	if len(b) != 4096 {
+		t.Fatalf("config is %d bytes, want 4096", len(b))
+	}
+	if ext := b[0x100] | b[0x101] | b[0x102] | b[0x103]; ext != 0 {
+		t.Errorf("config dword 0x100 = % x, want 0 (no extended capability)", b[0x100:0x104])
+	}
+	if ep, err := os.ReadFile(filepath.Join(root, "sys/bus/pci/devices/0000:18:00.0/config")); err != nil || len(ep) != 256 {
+		t.Errorf("NIC 0000:18:00.0 config: %d bytes, %v; want 256", len(ep), err)
 	}
 	got := map[string]int{
 		"vendor":      int(b[0]) | int(b[1])<<8,

@@ -22,6 +22,30 @@ type Faults struct {
 	// not fitted or fallen off the bus. Each must be a device without
 	// children.
 	Absent []string `yaml:"absent"`
+	// Bridges replace bridges' ACS capability, by bus id.
+	Bridges []BridgeFault `yaml:"bridges"`
+	// Mounts and RAID, when given (even empty), replace the base's.
+	Mounts []Mount `yaml:"mounts"`
+	RAID   []RAID  `yaml:"raid"`
+	// Kernel's set fields replace the base's.
+	Kernel *KernelFault `yaml:"kernel"`
+	// IOMMU, when given, replaces the base's.
+	IOMMU *IOMMU `yaml:"iommu"`
+}
+
+// BridgeFault replaces one bridge's ACS capability.
+type BridgeFault struct {
+	BDF string `yaml:"bdf"` // required: a bridge of the base
+	ACS *ACS   `yaml:"acs"` // required
+}
+
+// KernelFault changes the base's kernel: each set field replaces the
+// base's (modules, when given, even empty).
+type KernelFault struct {
+	Cmdline       *string  `yaml:"cmdline"`
+	NVMeMultipath *bool    `yaml:"nvme_multipath"`
+	NVIDIAOpen    *bool    `yaml:"nvidia_open"`
+	Modules       []string `yaml:"modules"`
 }
 
 // NetdevFault changes one netdev of the base, by name: each set field
@@ -34,6 +58,8 @@ type NetdevFault struct {
 	Operstate string `yaml:"operstate"`
 	Speed     *int   `yaml:"speed"`
 	MTU       int    `yaml:"mtu"`
+	// IPv4, when given (even empty), replaces the netdev's addresses.
+	IPv4 []string `yaml:"ipv4"`
 }
 
 // GPUFault changes one GPU of the base. A set field replaces the base's
@@ -220,7 +246,63 @@ func (s *Spec) applyFaults(f Faults) error {
 	if err := s.applyNetdevFaults(f.Netdevs, seen); err != nil {
 		return err
 	}
+	if err := s.applyStorageFaults(f, seen); err != nil {
+		return err
+	}
 	return s.removeAbsent(f.Absent)
+}
+
+// applyStorageFaults applies the bridges, mounts, raid, kernel and iommu
+// faults.
+func (s *Spec) applyStorageFaults(f Faults, seen map[string]bool) error {
+	bridges := map[string]*Device{}
+	for _, fn := range s.Functions() {
+		if fn.Kind == KindBridge {
+			bridges[fn.BDF] = fn.Device
+		}
+	}
+	for i, bf := range f.Bridges {
+		d := bridges[bf.BDF]
+		if d == nil {
+			return specErr("faults.bridges[%d]: %s has no bridge %q", i, s.Extends, bf.BDF)
+		}
+		if seen["bridge "+bf.BDF] {
+			return specErr("faults.bridges[%d]: bridge %s is addressed twice", i, bf.BDF)
+		}
+		seen["bridge "+bf.BDF] = true
+		if bf.ACS == nil {
+			return specErr("faults.bridges[%d]: bridge %s: acs is missing", i, bf.BDF)
+		}
+		acs := *bf.ACS
+		d.ACS = &acs
+	}
+	if f.Mounts != nil {
+		s.Mounts = slices.Clone(f.Mounts)
+	}
+	if f.RAID != nil {
+		s.RAID = slices.Clone(f.RAID)
+	}
+	if k := f.Kernel; k != nil {
+		if k.Cmdline != nil {
+			s.Kernel.Cmdline = *k.Cmdline
+		}
+		if k.NVMeMultipath != nil {
+			v := *k.NVMeMultipath
+			s.Kernel.NVMeMultipath = &v
+		}
+		if k.NVIDIAOpen != nil {
+			s.Kernel.NVIDIAOpen = *k.NVIDIAOpen
+		}
+		if k.Modules != nil {
+			s.Kernel.Modules = slices.Clone(k.Modules)
+		}
+	}
+	if f.IOMMU != nil {
+		io := *f.IOMMU
+		io.Units = slices.Clone(io.Units)
+		s.IOMMU = &io
+	}
+	return nil
 }
 
 // removeAbsent drops the functions named by faults.absent.
@@ -294,6 +376,9 @@ func (s *Spec) applyNetdevFaults(fs []NetdevFault, seen map[string]bool) error {
 		}
 		if nf.MTU != 0 {
 			nd.MTU = nf.MTU
+		}
+		if nf.IPv4 != nil {
+			nd.IPv4 = slices.Clone(nf.IPv4)
 		}
 		if nf.Rename != "" {
 			nd.Name = nf.Rename

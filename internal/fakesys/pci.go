@@ -119,6 +119,12 @@ func (b *builder) kindDefaults(d *Device) (vendor, device, class, driver string,
 		def(&class, "0x060400")
 		def(&driver, "pcieport")
 		link = gen5
+	case KindNVMe:
+		def(&vendor, "0x144d") // Samsung PM1733
+		def(&device, "0xa824")
+		def(&class, "0x010802")
+		def(&driver, "nvme")
+		link = &Link{Speed: "16.0 GT/s PCIe", Width: 4}
 	case KindOther:
 		def(&vendor, "0x8086")
 		def(&device, "0x0000")
@@ -154,6 +160,7 @@ func (b *builder) function(d *Device, ctx fnCtx, paths map[string]string) error 
 	a, _ := parseBDF(d.BDF)
 	addr := a.String()
 	dir := ctx.parentDir + "/" + addr
+	b.fnDirs[addr] = dir
 	numa := ctx.numa
 	if d.NUMA != nil {
 		numa = *d.NUMA
@@ -222,7 +229,7 @@ func (b *builder) function(d *Device, ctx fnCtx, paths map[string]string) error 
 	cfg := configSpace(cfgFields{
 		vendor: v, device: dv, class: cl, rev: rev, subv: subv, subd: subd,
 		bridge: isBridge, multi: multi && a.Fn == 0,
-		pri: a.Bus, sec: sec, sub: sub, portType: portType, link: link,
+		pri: a.Bus, sec: sec, sub: sub, portType: portType, link: link, acs: d.ACS,
 	})
 	t.raw(dir+"/config", cfg)
 	if driver != "" {
@@ -467,13 +474,20 @@ type cfgFields struct {
 	pri, sec, sub                          int
 	portType                               int
 	link                                   *Link
+	acs                                    *ACS // a bridge's; nil: none
 }
 
-// configSpace is the first 256 bytes of PCI configuration space: the
-// type 0 or type 1 header and a PCIe capability at 0x40 with the link
-// capability and status registers (PCIe base spec 7.5.3).
+// configSpace is PCI configuration space: the type 0 or type 1 header and
+// a PCIe capability at 0x40 with the link capability and status registers
+// (PCIe base spec 7.5.3). An endpoint's is the first 256 bytes; a
+// bridge's is the whole 4096, its extended capabilities from 0x100: the
+// ACS capability (7.7.8) when it has one, else none (0 at 0x100).
 func configSpace(f cfgFields) []byte {
-	c := make([]byte, 256)
+	size := 256
+	if f.bridge {
+		size = 4096
+	}
+	c := make([]byte, size)
 	le := binary.LittleEndian
 	le.PutUint16(c[0x00:], uint16(f.vendor))
 	le.PutUint16(c[0x02:], uint16(f.device))
@@ -512,6 +526,12 @@ func configSpace(f cfgFields) []byte {
 		le.PutUint32(c[0x4c:], uint32(mg)|uint32(f.link.MaxWidth)<<4) // link capabilities
 		le.PutUint16(c[0x52:], uint16(cg)|uint16(f.link.Width)<<4)    // link status
 		le.PutUint32(c[0x6c:], uint32(1<<mg-1)<<1)                    // link capabilities 2: supported speeds
+	}
+	if f.bridge && f.acs != nil {
+		capability, control := f.acs.registers()
+		le.PutUint32(c[0x100:], 0x000d|1<<16|0<<20) // ACS, version 1, last in the list
+		le.PutUint16(c[0x104:], capability)
+		le.PutUint16(c[0x106:], control)
 	}
 	return c
 }

@@ -26,6 +26,16 @@ type Kernel struct {
 	// each GPU's /proc/driver/nvidia/gpus/<bdf>/information, when modules
 	// has nvidia.
 	NVIDIAVersion string `yaml:"nvidia_version"`
+	// Cmdline is /proc/cmdline (written with a newline); "" writes none.
+	Cmdline string `yaml:"cmdline"`
+	// NVMeMultipath is nvme_core's multipath parameter
+	// (sys/module/nvme_core/parameters/multipath, Y or N); it picks the
+	// layout of NVMe namespaces. nil writes no parameter (and the
+	// namespaces are laid out as without multipath).
+	NVMeMultipath *bool `yaml:"nvme_multipath"`
+	// NVIDIAOpen makes the nvidia module the open kernel module (its
+	// NVRM version line says "Open Kernel Module").
+	NVIDIAOpen bool `yaml:"nvidia_open"`
 }
 
 // Spec is one machine, as FORMAT.md describes it.
@@ -54,7 +64,15 @@ type Spec struct {
 	// loaded modules (sys/module/<name>/initstate "live").
 	Kernel Kernel `yaml:"kernel"`
 	// NVML is the system part of nvml.json; nil means no nvml.json.
-	NVML   *NVML  `yaml:"nvml"`
+	NVML *NVML `yaml:"nvml"`
+	// IOMMU is the DMA remapping hardware (sys/class/iommu) and one IOMMU
+	// group per PCI function; nil is an IOMMU-off machine.
+	IOMMU *IOMMU `yaml:"iommu"`
+	// Mounts is /proc/mounts, exactly as listed; nil writes the default
+	// three (/dev/root on /, sysfs, proc).
+	Mounts []Mount `yaml:"mounts"`
+	// RAID are md arrays of NVMe namespaces (sys/devices/virtual/block).
+	RAID   []RAID `yaml:"raid"`
 	Expect Expect `yaml:"expect"`
 	// Extends is the base machine of a spec written with `extends`
 	// (extends.go); "" for a full spec. Parse resolves it.
@@ -129,6 +147,7 @@ const (
 	KindGPU    = "gpu"
 	KindNIC    = "nic"
 	KindOther  = "other"
+	KindNVMe   = "nvme" // an NVMe controller (class 0x010802)
 )
 
 // Device is one PCI function. Empty fields take the defaults of its kind.
@@ -148,11 +167,16 @@ type Device struct {
 	// its children).
 	NUMA *int `yaml:"numa"`
 	// Virtual marks an SR-IOV VF; PhysFn is its PF's bdf (physfn link).
-	Virtual  bool     `yaml:"virtual"`
-	PhysFn   string   `yaml:"physfn"`
-	Netdevs  []Netdev `yaml:"netdevs"`
-	RDMA     *RDMA    `yaml:"rdma"`
-	GPU      *GPU     `yaml:"gpu"`
+	Virtual bool     `yaml:"virtual"`
+	PhysFn  string   `yaml:"physfn"`
+	Netdevs []Netdev `yaml:"netdevs"`
+	RDMA    *RDMA    `yaml:"rdma"`
+	GPU     *GPU     `yaml:"gpu"`
+	// NVMe is the controller of an nvme function (<fn>/nvme/nvmeN).
+	NVMe *NVMe `yaml:"nvme"`
+	// ACS is a bridge's Access Control Services extended capability
+	// (config space 0x100); nil: the bridge has none.
+	ACS      *ACS     `yaml:"acs"`
 	Children []Device `yaml:"children"`
 }
 
@@ -176,6 +200,9 @@ type Netdev struct {
 	// Master is the netdev this one is enslaved to: a bond of the spec or
 	// a virtual netdev (Azure's netvsc eth0 for its VF).
 	Master string `yaml:"master"`
+	// IPv4 are the interface's addresses in CIDR form ("10.10.1.5/16"),
+	// written to addresses.json (what netlink answers on a live host).
+	IPv4 []string `yaml:"ipv4"`
 }
 
 // RDMA is one RDMA device of a function (<fn>/infiniband/<name>).
@@ -415,6 +442,36 @@ type Expect struct {
 	// DownNICs are, per GPU index, the compute NICs the layout gives it
 	// whose ports are down (Pair.DownNICs); GPUs not named have none.
 	DownNICs map[int][]string `yaml:"down_nics"`
+	// Storage is the expected storage layer, where the spec writes one.
+	Storage *ExpectStorage `yaml:"storage"`
+}
+
+// ExpectStorage is the hand-written expected storage layer of a machine.
+type ExpectStorage struct {
+	// Pairs are each GPU's nearest NVMe and storage NICs (topology.StoragePair).
+	Pairs []ExpectStoragePair `yaml:"pairs"`
+	// Mounts are the GDS-served mounts by mount point, each with the NICs
+	// that carry it ([] for a local one); mounts not listed must not be
+	// reported.
+	Mounts map[string][]string `yaml:"mounts"`
+	// P2PDMA is whether GDS's P2PDMA mode is supported.
+	P2PDMA *bool `yaml:"p2pdma"`
+	// Checks are the storage.* checks' verdicts under the pretrain profile.
+	Checks map[string]string `yaml:"checks"`
+	// ACSBridges are the bridges storage.acs names, in bus order.
+	ACSBridges []string `yaml:"acs_bridges"`
+	// CuFile names the expected `gpuaffinity cufile -o -` output, a file
+	// under testdata/machines-expect.
+	CuFile string `yaml:"cufile"`
+}
+
+// ExpectStoragePair is one GPU's expected nearest storage.
+type ExpectStoragePair struct {
+	GPU       int      `yaml:"gpu"`
+	NVMe      []string `yaml:"nvme"`
+	NVMeClass string   `yaml:"nvme_class"`
+	NICs      []string `yaml:"nics"`
+	NICClass  string   `yaml:"nic_class"`
 }
 
 // ExpectPair is one GPU's expected NICs.
@@ -586,7 +643,7 @@ func (s *Spec) Validate() error {
 			return specErr("files: source %q is not a file of testdata/files", f.Source)
 		}
 	}
-	return nil
+	return s.validateStorage()
 }
 
 func (s *Spec) checkNUMA(n int) error {
@@ -619,7 +676,7 @@ func (s *Spec) validateLevel(devs []Device, dom, bus int, seen map[string]bool, 
 			return specErr("device %s sits on bus %04x:%02x but its bdf says %04x:%02x", a, dom, bus, a.Domain, a.Bus)
 		}
 		switch d.Kind {
-		case KindBridge, KindGPU, KindNIC, KindOther:
+		case KindBridge, KindGPU, KindNIC, KindOther, KindNVMe:
 		case "":
 			return specErr("device %s: kind is empty", a)
 		default:
@@ -656,6 +713,9 @@ func (s *Spec) validateLevel(devs []Device, dom, bus int, seen map[string]bool, 
 			}
 			gpus[d.GPU.Index] = a.String()
 			*gpuList = append(*gpuList, d.GPU)
+		}
+		if err := validateDeviceExtras(a, d, seen); err != nil {
+			return err
 		}
 		if d.Virtual && d.PhysFn == "" {
 			return specErr("device %s: virtual needs physfn", a)
@@ -706,6 +766,9 @@ func (s *Spec) validateLevel(devs []Device, dom, bus int, seen map[string]bool, 
 			seen["net:"+n.Name] = true
 		}
 		if len(d.Children) > 0 {
+			if d.Kind == KindNVMe {
+				return specErr("device %s: an NVMe controller is an endpoint; it has no children", a)
+			}
 			if d.Kind != KindBridge {
 				return specErr("device %s: only bridges have children", a)
 			}

@@ -454,22 +454,49 @@ func (d *Dir) ReadFile(name string, limit int) ([]byte, error) {
 		}
 		return d.r.mem.contentsAt(func() string { return d.rel + "/" + name }, n, limit)
 	}
-	var fd int
-	var err error
-	for {
-		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err == unix.ELOOP {
-		return nil, fmt.Errorf("open %s: a link: %w", d.Path(name), sysattr.ErrNotRegular)
-	}
+	fd, err := d.openFile(name)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: d.Path(name), Err: err}
+		return nil, err
 	}
 	defer unix.Close(fd)
 	return sysattr.ReadFD(fd, func() string { return d.Path(name) }, limit)
+}
+
+// openFile opens the file name of the directory for reading, never
+// through a link (a link in its place is ErrNotRegular) and never
+// blocking.
+func (d *Dir) openFile(name string) (int, error) {
+	for {
+		fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ELOOP:
+			return -1, fmt.Errorf("open %s: a link: %w", d.Path(name), sysattr.ErrNotRegular)
+		case err != nil:
+			return -1, &fs.PathError{Op: "open", Path: d.Path(name), Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// ReadInto reads the file name of the directory into buf, as ReadFile
+// reads but into the caller's buffer (a pooled one): until buf is full or
+// the file ends. It returns the bytes read; a longer file is not an error.
+func (d *Dir) ReadInto(name string, buf []byte) (int, error) {
+	if !validName(name) {
+		return 0, &fs.PathError{Op: "open", Path: d.Path(name), Err: syscall.EINVAL}
+	}
+	if d.fd < 0 {
+		b, err := d.ReadFile(name, math.MaxInt)
+		return copy(buf, b), err
+	}
+	fd, err := d.openFile(name)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return sysattr.ReadFDInto(fd, func() string { return d.Path(name) }, buf)
 }
 
 // ReadDir lists the directory, sorted by name.

@@ -429,3 +429,46 @@ func TestDir(t *testing.T) {
 		}
 	})
 }
+
+func TestDirReadInto(t *testing.T) {
+	modes(t, func(t *testing.T, r *Root, root string) {
+		d, err := r.OpenDir("sys/devices")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		buf := make([]byte, 4096)
+		for _, size := range []int{100, 4096} {
+			n, err := d.ReadInto("long", buf[:size])
+			if err != nil || n != size || string(buf[:n]) != longText[:size] {
+				t.Errorf("ReadInto(long, %d) = %d, %v", size, n, err)
+			}
+		}
+		big := make([]byte, len(longText)+10)
+		if n, err := d.ReadInto("long", big); err != nil || n != len(longText) {
+			t.Errorf("ReadInto of a shorter file = %d, %v; want %d", n, err, len(longText))
+		}
+		if _, err := d.ReadInto("../x", buf); err == nil {
+			t.Error("ReadInto(../x) succeeded")
+		}
+		if _, err := d.ReadInto("pci", buf); !errors.Is(err, sysattr.ErrNotRegular) {
+			t.Errorf("ReadInto(a directory) = %v; want ErrNotRegular", err)
+		}
+		if _, err := d.ReadInto("missing", buf); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("ReadInto(missing) = %v; want ErrNotExist", err)
+		}
+	})
+	modes(t, func(t *testing.T, r *Root, root string) {
+		if r.mem != nil {
+			return
+		}
+		d, err := r.OpenDir("sys")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if _, err := d.ReadInto("fifo", make([]byte, 16)); !errors.Is(err, sysattr.ErrNotRegular) {
+			t.Errorf("ReadInto(a FIFO) = %v; want ErrNotRegular", err)
+		}
+	})
+}

@@ -67,27 +67,29 @@ func ReadFD(fd int, path func() string, limit int) ([]byte, error) {
 	return readFD(fd, path, limit, false)
 }
 
+// readSome is one read(2) of fd into b, retried on EINTR; EAGAIN (a FIFO
+// with a writer, opened O_NONBLOCK) and EISDIR are ErrNotRegular.
+func readSome(fd int, path func() string, b []byte) (int, error) {
+	for {
+		n, err := syscall.Read(fd, b)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN):
+			return 0, fmt.Errorf("read %s: %w", path(), ErrNotRegular)
+		case errors.Is(err, syscall.EISDIR):
+			return 0, fmt.Errorf("read %s: a directory: %w", path(), ErrNotRegular)
+		case err != nil:
+			return 0, fmt.Errorf("read %s: %w", path(), err)
+		}
+		return n, nil
+	}
+}
+
 // readFD is ReadFD; with prefix set, a longer file is not an error: its
 // first limit bytes are the answer.
 func readFD(fd int, path func() string, limit int, prefix bool) ([]byte, error) {
-	read := func(b []byte) (int, error) {
-		for {
-			n, err := syscall.Read(fd, b)
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			if errors.Is(err, syscall.EAGAIN) {
-				return 0, fmt.Errorf("read %s: %w", path(), ErrNotRegular)
-			}
-			if errors.Is(err, syscall.EISDIR) {
-				return 0, fmt.Errorf("read %s: a directory: %w", path(), ErrNotRegular)
-			}
-			if err != nil {
-				return 0, fmt.Errorf("read %s: %w", path(), err)
-			}
-			return n, nil
-		}
-	}
+	read := func(b []byte) (int, error) { return readSome(fd, path, b) }
 	// The first read goes into a pooled buffer and a short answer (every
 	// sysfs attribute) is copied out at its size: a discovery reads a
 	// thousand attributes of a few bytes each, and a fresh kilobyte for
@@ -143,6 +145,37 @@ func readFD(fd int, path func() string, limit int, prefix bool) ([]byte, error) 
 		return b[:limit], nil
 	}
 	return nil, fmt.Errorf("read %s: %w (over the %d-byte limit)", path(), ErrTooLarge, limit)
+}
+
+// ReadFDInto reads from the open descriptor fd into buf until buf is full
+// or the file ends, with ReadFD's refusals (a FIFO, device or socket is
+// ErrNotRegular), and returns how many bytes it read: for a caller that
+// reads many files of one known bound (configuration spaces) into one
+// reused buffer. A longer file is not an error. It does not close fd.
+func ReadFDInto(fd int, path func() string, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := readSome(fd, path, buf[n:])
+		if err != nil {
+			return 0, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	if n == 0 || n == len(buf) {
+		// As readFD: an empty or a full answer may be a FIFO's EOF or a
+		// device's endless stream.
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return 0, &fs.PathError{Op: "fstat", Path: path(), Err: err}
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return 0, fmt.Errorf("read %s: %w", path(), ErrNotRegular)
+		}
+	}
+	return n, nil
 }
 
 // ReadFDPrefix reads the first n bytes (fewer for a shorter file) from

@@ -1,0 +1,9 @@
+# dgx-h100-gds, local rank 7 (last). As dgx-h100: the storage layer (NVMe, mounts, nvidia-fs, ACS) changes nothing NCCL is told. By hand: GPU 7 (df:00.0) shares its switch with mlx5_11 (dc:00.0, ibp220s0; user guide port table); NUMA 1 = socket 1 = CPUs 56-111 + siblings 168-223.
+export CUDA_DEVICE_ORDER='PCI_BUS_ID'
+export NCCL_SOCKET_IFNAME='=enp4s0f0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_9:1,mlx5_10:1,mlx5_11:1'
+export GPUAFFINITY_GPU='7'
+export GPUAFFINITY_NICS='mlx5_11'
+export GPUAFFINITY_CPUS='56-111,168-223'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='mlx5_11:1'
