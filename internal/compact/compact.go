@@ -187,10 +187,16 @@ func (d *valueDecoder) value(v reflect.Value) error {
 		d.b = d.b[n:]
 		return nil
 	case reflect.Slice:
-		n, err := d.count()
-		if err != nil || n == 0 {
+		// The count is the length + 1 (0 is nil): n-1 elements of at
+		// least one byte each must fit.
+		x, err := d.uvarint()
+		if err != nil || x == 0 {
 			return err // 0: nil
 		}
+		if x-1 > uint64(len(d.b)) {
+			return fmt.Errorf("%w: length %d past the end", ErrMalformed, x-1)
+		}
+		n := int(x)
 		v.Set(reflect.MakeSlice(v.Type(), n-1, n-1))
 		fallthrough
 	case reflect.Array:
