@@ -133,7 +133,7 @@ func FromNode(n topology.Node) Settings {
 	}
 	if network {
 		for _, p := range n.Storage.Pairs {
-			if len(p.NICs) > 0 && p.NICClass > topology.ClassPXB {
+			if len(p.NICs) > 0 && p.NICClass != topology.ClassUnknown && !p.NICClass.SharesSwitch() {
 				s.DynamicRouting = true
 			}
 		}

@@ -151,12 +151,12 @@ func checkACS(_ context.Context, in *Input) Result {
 		}
 		p := n.Storage.Pairs[i]
 		var peers []storagePeer
-		if sharesSwitch(p.NVMeClass) {
+		if p.NVMeClass.SharesSwitch() {
 			for _, d := range p.NVMe {
 				peers = append(peers, storagePeer{d, nvme[d]})
 			}
 		}
-		if sharesSwitch(p.NICClass) {
+		if p.NICClass.SharesSwitch() {
 			for _, c := range p.NICs {
 				peers = append(peers, storagePeer{"NIC " + c, nics[c]})
 			}
@@ -223,8 +223,6 @@ func checkACS(_ context.Context, in *Input) Result {
 	return Result{Verdict: Pass, Reason: fmt.Sprintf("no ACS enabled on the %s between %s that share a PCIe switch",
 		plural(off, "bridge"), plural(pairs, "GPU↔storage pair"))}
 }
-
-func sharesSwitch(c topology.Class) bool { return c == topology.ClassPIX || c == topology.ClassPXB }
 
 // checkIOMMU holds the IOMMU mode to NVIDIA's GDS guidance: on x86_64
 // IOMMU off, or passthrough; on Grace (arm64) enabled without

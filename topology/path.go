@@ -27,6 +27,11 @@ func (c Class) String() string {
 	return classNames[c]
 }
 
+// SharesSwitch reports whether the class is a path inside PCIe switches
+// (PIX, PXB): peer traffic can stay below the root complex, where ACS
+// would redirect it and where cuFile needs no dynamic routing.
+func (c Class) SharesSwitch() bool { return c == ClassPIX || c == ClassPXB }
+
 // ParseClass reads a class name as String prints it.
 func ParseClass(s string) (Class, error) {
 	for i, n := range classNames {

@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -193,21 +192,13 @@ func (n NIC) IPv4() []string {
 // is; ok is false for every other mount. disks says whether the source is
 // a block device on NVMe (decided by the caller from sysfs).
 func ClassifyMount(fstype string, options []string, onNVMe bool) (MountKind, bool) {
-	opt := func(key string) string {
-		for _, o := range options {
-			if k, v, _ := strings.Cut(o, "="); k == key {
-				return v
-			}
-		}
-		return ""
-	}
 	switch fstype {
 	case "xfs", "ext4":
 		// GDS's nvidia-fs and P2PDMA paths serve XFS and ext4 (ordered)
 		// on NVMe and NVMe-oF.
 		return MountNVMe, onNVMe
 	case "nfs", "nfs4":
-		if opt("proto") == "rdma" || opt("proto") == "rdma6" {
+		if p := optionValues(options, "proto"); slices.Contains(p, "rdma") || slices.Contains(p, "rdma6") {
 			return MountNFS, true
 		}
 		return MountNFSTCP, true
@@ -223,6 +214,18 @@ func ClassifyMount(fstype string, options []string, onNVMe bool) (MountKind, boo
 	return "", false
 }
 
+// optionValues are the values of every key=value mount option named key,
+// in order ("net=" may repeat).
+func optionValues(options []string, key string) []string {
+	var vs []string
+	for _, o := range options {
+		if k, v, ok := strings.Cut(o, "="); ok && k == key {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
 // MountServers are the server IPv4 addresses a mount names: NFS's addr=
 // option, the IPv4 part of each Lustre NID in the source
 // ("10.0.0.1@o2ib,10.0.0.2@o2ib:10.0.0.3@o2ib:/fs").
@@ -235,10 +238,8 @@ func MountServers(kind MountKind, source string, options []string) []string {
 	}
 	switch kind {
 	case MountNFS, MountNFSTCP:
-		for _, o := range options {
-			if v, ok := strings.CutPrefix(o, "addr="); ok {
-				add(v)
-			}
+		for _, v := range optionValues(options, "addr") {
+			add(v)
 		}
 	case MountLustre:
 		nids, _, _ := strings.Cut(source, ":/")
@@ -350,15 +351,7 @@ func (c *roleCtx) mountNICs(m *Mount, storage []int) []string {
 		return out
 	}
 	var chosen []int
-	opt := func(key string) []string {
-		var vs []string
-		for _, o := range m.Options {
-			if v, ok := strings.CutPrefix(o, key+"="); ok {
-				vs = append(vs, v)
-			}
-		}
-		return vs
-	}
+	opt := func(key string) []string { return optionValues(m.Options, key) }
 	if ca := opt("clientaddr"); len(ca) > 0 {
 		chosen = pick(func(nic NIC) bool { return slices.Contains(nic.IPv4(), ca[0]) })
 		m.NICsReason = "holds clientaddr=" + ca[0]
@@ -418,16 +411,6 @@ func onSubnet(nic NIC, addrs []string) bool {
 		}
 	}
 	return false
-}
-
-// SortNVMe orders NVMe controllers as sys/class/nvme numbers them.
-func SortNVMe(ds []NVMe) {
-	slices.SortFunc(ds, func(a, b NVMe) int {
-		if c := cmp.Compare(len(a.Name), len(b.Name)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
 }
 
 // P2PDMA's requirements (NVIDIA GDS Troubleshooting Guide, "NVMe P2PDMA
