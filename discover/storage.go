@@ -36,12 +36,18 @@ func readStorage(root *rootfs.Root) storageSource {
 	s.errs = append(s.errs, errs...)
 	s.disks = map[string][]string{}
 	for _, m := range s.mounts {
-		dev, ok := strings.CutPrefix(m.Source, "/dev/")
-		if !ok || strings.Contains(dev, "/") || s.disks[m.Source] != nil {
-			// Not a block device node (NFS, Lustre, tmpfs), or a
-			// /dev/mapper or /dev/disk path: device-mapper names are
-			// followed through their dm-N entries only.
+		if s.disks[m.Source] != nil {
 			continue
+		}
+		dev, ok, err := storage.BlockName(root, m.Source)
+		if err != nil {
+			// A /dev/disk/by-* or /dev/md/NAME source, or a mapper
+			// name no dm-N carries: what is below it stays unknown.
+			s.errs = append(s.errs, fmt.Errorf("mount %s: drives below it not known: %w", m.Target, err))
+			continue
+		}
+		if !ok {
+			continue // not a block device node (NFS, Lustre, tmpfs)
 		}
 		ds, err := storage.Disks(root, dev)
 		if err != nil {

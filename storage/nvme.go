@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"strconv"
 	"sync"
 
@@ -234,4 +235,41 @@ func validBlockName(s string) bool {
 		}
 	}
 	return true
+}
+
+// ErrUnresolved is returned by BlockName for a /dev path whose block
+// device cannot be found from sysfs alone (a /dev/disk/by-* link, a named
+// md array): the caller warns instead of guessing.
+var ErrUnresolved = errors.New("block device path not resolvable from sysfs")
+
+// BlockName returns the sys/class/block name of the block device a mount
+// source names: "/dev/nvme0n1p2" is "nvme0n1p2", and "/dev/mapper/NAME"
+// (LVM, dm-crypt, multipath) is the dm-N whose dm/name is NAME. ok is
+// false where source is not a /dev path at all (NFS, Lustre, tmpfs).
+func BlockName(root *rootfs.Root, source string) (name string, ok bool, err error) {
+	dev, isDev := strings.CutPrefix(source, "/dev/")
+	if !isDev {
+		return "", false, nil
+	}
+	mapped, isMapper := strings.CutPrefix(dev, "mapper/")
+	switch {
+	case !strings.Contains(dev, "/"):
+		return dev, true, nil
+	case !isMapper || strings.Contains(mapped, "/") || mapped == "":
+		return "", true, fmt.Errorf("mount source %s: %w", source, ErrUnresolved)
+	}
+	ents, err := root.ReadDir(ClassBlock)
+	if err != nil {
+		return "", true, fmt.Errorf("mount source %s: %w", source, err)
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "dm-") {
+			continue
+		}
+		n, err := root.String(path.Join(ClassBlock, e.Name(), "dm", "name"))
+		if err == nil && n == mapped {
+			return e.Name(), true, nil
+		}
+	}
+	return "", true, fmt.Errorf("mount source %s: no %s/dm-*/dm/name is %q: %w", source, ClassBlock, mapped, ErrUnresolved)
 }

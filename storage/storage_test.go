@@ -200,3 +200,41 @@ func TestReadKernel(t *testing.T) {
 		t.Errorf("empty root: %+v", k)
 	}
 }
+
+func TestBlockName(t *testing.T) {
+	m := rootfs.NewMemory("t")
+	pcieSSD(m, "0000:19:00.0", "nvme1", "nvme1n1", "8")
+	// LVM over NVMe: /dev/mapper/vg0-data is dm-3, whose dm/name says so
+	// (drivers/md/dm-sysfs.c); dm-1 is another mapping.
+	for _, dm := range []struct{ dev, name string }{{"dm-1", "vg0-swap"}, {"dm-3", "vg0-data"}} {
+		dir := "sys/devices/virtual/block/" + dm.dev
+		m.File(dir+"/dm/name", []byte(dm.name+"\n"))
+		m.Link(dir+"/slaves/nvme1n1", "../../../../pci0000:17/0000:17:00.0/0000:19:00.0/nvme/nvme1/nvme1n1")
+		m.Link("sys/class/block/"+dm.dev, "../../devices/virtual/block/"+dm.dev)
+	}
+	root := m.Root()
+	for _, tc := range []struct {
+		src, want string
+		dev       bool
+		err       error
+	}{
+		{"/dev/nvme1n1", "nvme1n1", true, nil},
+		{"/dev/mapper/vg0-data", "dm-3", true, nil},
+		{"/dev/mapper/vg1-gone", "", true, ErrUnresolved},
+		{"/dev/disk/by-uuid/0b1c", "", true, ErrUnresolved},
+		{"/dev/mapper/../sda", "", true, ErrUnresolved},
+		{"server:/export", "", false, nil},
+		{"tmpfs", "", false, nil},
+	} {
+		got, dev, err := BlockName(root, tc.src)
+		if got != tc.want || dev != tc.dev || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+			t.Errorf("BlockName(%q) = %q, %v, %v; want %q, %v, %v", tc.src, got, dev, err, tc.want, tc.dev, tc.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.src) {
+			t.Errorf("BlockName(%q) error %q does not name the source", tc.src, err)
+		}
+	}
+	if ds, err := Disks(root, "dm-3"); err != nil || !slices.Equal(ds, []string{"nvme1n1"}) {
+		t.Errorf("Disks(dm-3) = %v, %v; want [nvme1n1]", ds, err)
+	}
+}
