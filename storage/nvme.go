@@ -8,8 +8,8 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
