@@ -41,6 +41,10 @@ type Options struct {
 	// NFDFile, when set, is a Node Feature Discovery feature file
 	// rewritten after each health gate.
 	NFDFile string
+	// NFDGFDClique also writes GPU Feature Discovery's
+	// nvidia.com/gpu.clique label into NFDFile
+	// (health.NFDOptions.GFDClique), for nodes GFD does not label.
+	NFDGFDClique bool
 	// Rescan is the time between discoveries; 0 discovers only at start
 	// and on Rescan.
 	Rescan time.Duration
@@ -554,7 +558,8 @@ const (
 
 // writeNFD writes the NFD feature file for the gate's report on n.
 func (a *Agent) writeNFD(rep health.Report, n topology.Node) error {
-	return atomicfile.Write(a.opts.NFDFile, []byte(health.NFDFeatures(rep, n, time.Now().Add(nfdTTL))), 0o644)
+	nfd := health.NFDOptions{GFDClique: a.opts.NFDGFDClique}
+	return atomicfile.Write(a.opts.NFDFile, []byte(nfd.Features(rep, n, time.Now().Add(nfdTTL))), 0o644)
 }
 
 // refreshNFD rewrites the NFD feature file from the last gate, pushing its

@@ -220,6 +220,17 @@ func TestFixtureMaps(t *testing.T) {
 			{ModeSocket, 1, per(0, 0, "0-71", "0"), ""},
 			{ModeExclusive, 1, per(0, 0, "0-71", "0"), ""},
 		}},
+		{"gb200-nvl72-tray", []modeWant{
+			// Two Graces, 72 cores each, no SMT: node 0 = 0-71 (GPUs 0,1 on
+			// PCI numa_node 0), node 1 = 72-143 (GPUs 2,3). The GPUs' HBM
+			// nodes (2, 10, 18, 26) and the empty nodes beside them are
+			// CPU-less, never CPU or memory targets: a rank stays on its own
+			// Grace and its memory.
+			{ModeNode, 1, cat(per(0, 1, "0-71", "0"), per(2, 3, "72-143", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 1, "0-71", "0"), per(2, 3, "72-143", "1")), ""},
+			// 72 cores / 2 GPUs = 36 each.
+			{ModeExclusive, 1, []want{{0, "0-35", "0"}, {1, "36-71", "0"}, {2, "72-107", "1"}, {3, "108-143", "1"}}, ""},
+		}},
 		{"h200-vm", []modeWant{
 			// One node with CPUs 0-15; the GPU reads numa_node -1 and NVML's
 			// affinity 0-15, which node 0 alone holds.
@@ -293,6 +304,17 @@ func TestFixtureMaps(t *testing.T) {
 				{4, "48-59,144-155", "1"}, {5, "60-71,156-167", "1"}, {6, "72-83,168-179", "1"}, {7, "84-95,180-191", "1"},
 			}, ""},
 		}},
+		{"dgx-b200", []modeWant{
+			// 2 x Xeon 8570, 56 cores, siblings +112: node 0 = 0-55,112-167
+			// (GPUs 0-3), node 1 = 56-111,168-223 (GPUs 4-7).
+			{ModeNode, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			// 56 cores / 4 GPUs = 14 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-13,112-125", "0"}, {1, "14-27,126-139", "0"}, {2, "28-41,140-153", "0"}, {3, "42-55,154-167", "0"},
+				{4, "56-69,168-181", "1"}, {5, "70-83,182-195", "1"}, {6, "84-97,196-209", "1"}, {7, "98-111,210-223", "1"},
+			}, ""},
+		}},
 		{"gcp-a3-ultragpu", []modeWant{
 			// 2 x 56 cores, siblings +112: node 0 = 0-55,112-167 (GPUs 0-3 on
 			// roots 8c and 93), node 1 = 56-111,168-223 (GPUs 4-7).
@@ -323,6 +345,8 @@ func TestFixtureMaps(t *testing.T) {
 		"dgx-h100-ib-storage": "dgx-h100",
 		"dgx-h100-gds":        "dgx-h100", "dgx-h100-acs": "dgx-h100",
 		"oci-bm-gpu-h100-port-down": "oci-bm-gpu-h100", "snc2-2s-nic-absent": "snc2-2s",
+		// A fabric registration and IMEX fault: CPUs and PCI unchanged.
+		"gb200-nvl72-fabric-failed": "gb200-nvl72-tray",
 	}
 	for v, base := range variants {
 		for _, c := range cases {

@@ -184,6 +184,7 @@ func Discover(opts Options) (topology.Node, error) {
 	fillFromProcfs(root, n.GPUs, warn)
 	n.Unsupported = unsupported(devs)
 	fillStorage(&n, root, store, devs, warn)
+	n.NVLinkFabric.IMEX = readIMEX(root, warn)
 	if w := topology.UnsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
 		n.Warnings = append(n.Warnings, w)
 	}
@@ -460,6 +461,8 @@ func fillNVML(g *topology.GPU, ng nvml.GPU) {
 	// nvml.Health and topology.GPUHealth have the same fields: the
 	// conversion stops compiling if they drift apart.
 	g.Health = topology.GPUHealth(ng.Health)
+	g.Fabric = (*topology.GPUFabric)(ng.Fabric)
+	g.Platform = (*topology.GPUPlatform)(ng.Platform)
 	g.NVLinkVisible = ng.NVLinkVisible
 	for _, l := range ng.NVLinks {
 		g.NVLinks = append(g.NVLinks, topology.NVLink{Link: l.Link, Active: l.Active, Version: l.Version,

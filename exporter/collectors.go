@@ -24,7 +24,7 @@ const (
 	// gpuaffinity_rdma_*.
 	CollectorRDMA = "rdma"
 	// CollectorTopology renders the last good discovery's GPU to NIC
-	// pairing: gpuaffinity_topology_*.
+	// pairing, NVLink domains and IMEX state: gpuaffinity_topology_*.
 	CollectorTopology = "topology"
 	// CollectorStorage renders the last good discovery's storage layer:
 	// NVMe controllers, each GPU's nearest NVMe and storage NICs, what the
@@ -38,7 +38,7 @@ var collectorHelp = []struct{ name, help string }{
 	{CollectorNVML, "GPUs read from NVML at scrape time (gpuaffinity_gpu_*, gpuaffinity_nvml_up)"},
 	{CollectorNVLink, "NVLink state and error counters read from NVML at scrape time (gpuaffinity_nvlink_*)"},
 	{CollectorRDMA, "RDMA port state and counters read from sysfs at scrape time (gpuaffinity_rdma_*)"},
-	{CollectorTopology, "the last discovery's GPU to NIC pairing (gpuaffinity_topology_*)"},
+	{CollectorTopology, "the last discovery's GPU to NIC pairing, NVLink domains and IMEX (gpuaffinity_topology_*)"},
 	{CollectorStorage, "the last discovery's NVMe, GPU to storage pairing and GPUDirect Storage state (gpuaffinity_storage_*)"},
 }
 

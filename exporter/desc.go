@@ -37,42 +37,46 @@ var (
 	descCollectorSuccess  = newDesc("scrape_collector_success", "1 when the collector finished without error within its deadline.", "collector")
 
 	// Agent state.
-	descDiscoverySuccess   = newDesc("discovery_success", "1 when the last discovery succeeded; 0 while the agent serves the last good node.")
-	descDiscoveryLast      = newDesc("discovery_last_timestamp_seconds", "Time of the last discovery attempt.")
-	descDiscoveryLastOK    = newDesc("discovery_last_success_timestamp_seconds", "Time of the last successful discovery.")
-	descDiscoveryDuration  = newDesc("discovery_duration_seconds", "How long the last discovery took.")
-	descStateWriteSuccess  = newDesc("state_write_success", "1 when the files under --state-dir were last written without error.")
-	descHealthHealthy      = newDesc("health_healthy", "1 when the last health gate passed (what /health answers).")
-	descHealthCheckFailed  = newDesc("health_check_failed", "1 for each check that failed at the last health gate, 0 for the others.", "check")
-	descHealthLastRun      = newDesc("health_last_run_timestamp_seconds", "Time of the last health gate.")
-	descXIDErrors          = newGPUDesc("gpu_xid_errors_total", "XID critical errors seen by the agent's NVML event watch, by code.", "xid")
-	descLastXIDTimestamp   = newGPUDesc("gpu_last_xid_timestamp_seconds", "Time of the last XID of the GPU.")
-	descNVMLUp             = newDesc("nvml_up", "1 when NVML initialised at this scrape.")
-	descGPUInfo            = newGPUDesc("gpu_info", "1 per GPU; numa_node is the GPU's resolved NUMA node (its locality), empty when no single node.", "uuid", "bus_id", "model", "numa_node")
-	descGPUUp              = newGPUDesc("gpu_up", "1 while NVML answers for the GPU; 0 when NVML reports it lost, its handle fails or NVML is unavailable.")
-	descPCIeGen            = newGPUDesc("gpu_pcie_link_generation", "Current PCIe generation of the GPU's link.")
-	descPCIeMaxGen         = newGPUDesc("gpu_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link.")
-	descPCIeWidth          = newGPUDesc("gpu_pcie_link_width", "Current PCIe lanes of the GPU's link.")
-	descPCIeMaxWidth       = newGPUDesc("gpu_pcie_link_max_width", "Maximum PCIe lanes of the GPU's link.")
-	descPCIeReplays        = newGPUDesc("gpu_pcie_replays_total", "PCIe replay counter of the GPU.")
-	descECCVolatile        = newGPUDesc("gpu_ecc_uncorrected_volatile_errors_total", "Uncorrected ECC errors since the driver loaded.")
-	descECCAggregate       = newGPUDesc("gpu_ecc_uncorrected_aggregate_errors_total", "Uncorrected ECC errors over the GPU's life.")
-	descRemapCorrectable   = newGPUDesc("gpu_remapped_rows_correctable", "Rows remapped for correctable errors.")
-	descRemapUncorrectable = newGPUDesc("gpu_remapped_rows_uncorrectable", "Rows remapped for uncorrectable errors.")
-	descRemapPending       = newGPUDesc("gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.")
-	descRemapFailure       = newGPUDesc("gpu_remapped_rows_failure", "1 when a row remap failed.")
-	descRetiredPages       = newGPUDesc("gpu_retired_pages", "Retired pages (both causes).")
-	descRetiredPending     = newGPUDesc("gpu_retired_pages_pending", "1 when a page retirement waits for a reset.")
-	descFabricState        = newGPUDesc("gpu_fabric_state", "GPU fabric registration state: 1 not started, 2 in progress, 3 completed.")
-	descFabricStatus       = newGPUDesc("gpu_fabric_status", "nvml.Return of the fabric registration (0 success), once the state is completed.")
-	descRecoveryAction     = newGPUDesc("gpu_recovery_action", "NVML's recovery action for the GPU: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.")
-	descNVLinkVisible      = newGPUDesc("nvlink_visible", "1 when NVML reports NVLink state for the GPU; 0 where every link answers NOT_SUPPORTED.")
-	descNVLinkExpected     = newGPUDesc("nvlink_expected_links", "Links the GPU should have up: the --expect count, else the links NVML listed at discovery.")
-	descNVLinkUp           = newGPUDesc("nvlink_up", "1 when the NVLink is up, 0 when it is down or unreadable.", "link")
-	descNVLinkCRCFlit      = newGPUDesc("nvlink_crc_flit_errors_total", "NVLink data-link CRC flit errors.", "link")
-	descNVLinkCRCData      = newGPUDesc("nvlink_crc_data_errors_total", "NVLink data-link CRC data errors.", "link")
-	descNVLinkReplay       = newGPUDesc("nvlink_replay_errors_total", "NVLink data-link replays.", "link")
-	descNVLinkRecovery     = newGPUDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries.", "link")
+	descDiscoverySuccess    = newDesc("discovery_success", "1 when the last discovery succeeded; 0 while the agent serves the last good node.")
+	descDiscoveryLast       = newDesc("discovery_last_timestamp_seconds", "Time of the last discovery attempt.")
+	descDiscoveryLastOK     = newDesc("discovery_last_success_timestamp_seconds", "Time of the last successful discovery.")
+	descDiscoveryDuration   = newDesc("discovery_duration_seconds", "How long the last discovery took.")
+	descStateWriteSuccess   = newDesc("state_write_success", "1 when the files under --state-dir were last written without error.")
+	descHealthHealthy       = newDesc("health_healthy", "1 when the last health gate passed (what /health answers).")
+	descHealthCheckFailed   = newDesc("health_check_failed", "1 for each check that failed at the last health gate, 0 for the others.", "check")
+	descHealthLastRun       = newDesc("health_last_run_timestamp_seconds", "Time of the last health gate.")
+	descXIDErrors           = newGPUDesc("gpu_xid_errors_total", "XID critical errors seen by the agent's NVML event watch, by code.", "xid")
+	descLastXIDTimestamp    = newGPUDesc("gpu_last_xid_timestamp_seconds", "Time of the last XID of the GPU.")
+	descNVMLUp              = newDesc("nvml_up", "1 when NVML initialised at this scrape.")
+	descGPUInfo             = newGPUDesc("gpu_info", "1 per GPU; numa_node is the GPU's resolved NUMA node (its locality), empty when no single node.", "uuid", "bus_id", "model", "numa_node")
+	descGPUUp               = newGPUDesc("gpu_up", "1 while NVML answers for the GPU; 0 when NVML reports it lost, its handle fails or NVML is unavailable.")
+	descPCIeGen             = newGPUDesc("gpu_pcie_link_generation", "Current PCIe generation of the GPU's link.")
+	descPCIeMaxGen          = newGPUDesc("gpu_pcie_link_max_generation", "Maximum PCIe generation of the GPU's link.")
+	descPCIeWidth           = newGPUDesc("gpu_pcie_link_width", "Current PCIe lanes of the GPU's link.")
+	descPCIeMaxWidth        = newGPUDesc("gpu_pcie_link_max_width", "Maximum PCIe lanes of the GPU's link.")
+	descPCIeReplays         = newGPUDesc("gpu_pcie_replays_total", "PCIe replay counter of the GPU.")
+	descECCVolatile         = newGPUDesc("gpu_ecc_uncorrected_volatile_errors_total", "Uncorrected ECC errors since the driver loaded.")
+	descECCAggregate        = newGPUDesc("gpu_ecc_uncorrected_aggregate_errors_total", "Uncorrected ECC errors over the GPU's life.")
+	descRemapCorrectable    = newGPUDesc("gpu_remapped_rows_correctable", "Rows remapped for correctable errors.")
+	descRemapUncorrectable  = newGPUDesc("gpu_remapped_rows_uncorrectable", "Rows remapped for uncorrectable errors.")
+	descRemapPending        = newGPUDesc("gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.")
+	descRemapFailure        = newGPUDesc("gpu_remapped_rows_failure", "1 when a row remap failed.")
+	descRetiredPages        = newGPUDesc("gpu_retired_pages", "Retired pages (both causes).")
+	descRetiredPending      = newGPUDesc("gpu_retired_pages_pending", "1 when a page retirement waits for a reset.")
+	descFabricState         = newGPUDesc("gpu_fabric_state", "GPU fabric registration state: 1 not started, 2 in progress, 3 completed.")
+	descFabricStatus        = newGPUDesc("gpu_fabric_status", "nvml.Return of the fabric registration (0 success), once the state is completed.")
+	descFabricInfo          = newGPUDesc("gpu_fabric_info", "1 per GPU NVML places in a multi-node NVLink domain (non-zero cluster UUID): cluster_uuid and clique_id, GPU Feature Discovery's nvidia.com/gpu.clique <cluster_uuid>.<clique_id>.", "cluster_uuid", "clique_id")
+	descFabricHealthBad     = newGPUDesc("gpu_fabric_health_bad", "One series per field of the GPU's fabric health mask NVML supports, value the field's decoded value: 1 where it costs the NVLink domain bandwidth or membership, else 0.", "field", "value")
+	descFabricHealthSummary = newGPUDesc("gpu_fabric_health_summary", "NVML's fabric health summary: 1 healthy, 2 unhealthy, 3 limited capacity.")
+	descGPUPlatform         = newGPUDesc("gpu_platform_info", "1 per GPU that reports its rack position (GetPlatformInfo, Blackwell and newer), from the last discovery.", "chassis_serial", "slot", "tray", "host", "module")
+	descRecoveryAction      = newGPUDesc("gpu_recovery_action", "NVML's recovery action for the GPU: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.")
+	descNVLinkVisible       = newGPUDesc("nvlink_visible", "1 when NVML reports NVLink state for the GPU; 0 where every link answers NOT_SUPPORTED.")
+	descNVLinkExpected      = newGPUDesc("nvlink_expected_links", "Links the GPU should have up: the --expect count, else the links NVML listed at discovery.")
+	descNVLinkUp            = newGPUDesc("nvlink_up", "1 when the NVLink is up, 0 when it is down or unreadable.", "link")
+	descNVLinkCRCFlit       = newGPUDesc("nvlink_crc_flit_errors_total", "NVLink data-link CRC flit errors.", "link")
+	descNVLinkCRCData       = newGPUDesc("nvlink_crc_data_errors_total", "NVLink data-link CRC data errors.", "link")
+	descNVLinkReplay        = newGPUDesc("nvlink_replay_errors_total", "NVLink data-link replays.", "link")
+	descNVLinkRecovery      = newGPUDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries.", "link")
 
 	// RDMA (besides the counters of rdmaCounters).
 	descRDMAInfo      = newDesc("rdma_info", "1 per RDMA port.", "device", "port", "link_layer", "fabric", "role", "netdev", "bus_id", "firmware")
@@ -85,6 +89,15 @@ var (
 	descTopologyPair  = newGPUDesc("topology_pair_info", "1 per GPU to NIC pair (class PIX, PXB, PHB, NODE, SYS).", "nic", "class")
 	descTopologyBest  = newGPUDesc("topology_best_nic_class", "The GPU's pair class: PIX=1, PXB=2, PHB=3, NODE=4, SYS=5; 0 no compute NIC.")
 	descTopologyAlign = newDesc("topology_aligned", "1 when every GPU has a compute NIC at PXB or closer.")
+
+	// NVLink domains and IMEX (collector topology, from the last good
+	// discovery; fabric.go).
+	descNVLinkDomainGPUs     = newDesc("topology_nvlink_domain_gpus", "GPUs of the node in each NVLink domain and clique their fabric registration completed in with success; cluster_uuid empty on single-node NVSwitch systems.", "cluster_uuid", "clique_id")
+	descNVLinkDomains        = newDesc("topology_nvlink_domains", "NVLink domains and cliques the node's GPUs are in: 1 on an NVSwitch node or tray, more where its GPUs are split, 0 without an NVLink fabric.")
+	descNVLinkMultiNode      = newDesc("topology_nvlink_multi_node", "1 when a GPU of the node is in a multi-node NVLink domain (non-zero cluster UUID: GB200/GB300 NVL72 and the like).")
+	descIMEXChannelsUsable   = newDesc("topology_imex_channels_usable", "IMEX channel devices (/dev/nvidia-caps-imex-channels/channelN) this process can use.")
+	descIMEXDriverRegistered = newDesc("topology_imex_driver_registered", "1 when the driver registered the nvidia-caps-imex-channels device (/proc/devices).")
+	descIMEXConfigPresent    = newDesc("topology_imex_config_present", "1 when the IMEX daemon's configuration (/etc/nvidia-imex/config.cfg) is installed.")
 
 	// Storage (collector storage, from the last good discovery; storage.go).
 	descNVMeInfo        = newDesc("storage_nvme_info", "1 per NVMe controller; device, firmware_revision, model, serial and state as node_exporter's node_nvme_info has them.", "device", "bus_id", "model", "serial", "firmware_revision", "transport", "state", "numa_node", "use")
@@ -108,12 +121,15 @@ var (
 		descPCIeGen, descPCIeMaxGen, descPCIeWidth, descPCIeMaxWidth, descPCIeReplays,
 		descECCVolatile, descECCAggregate, descRemapCorrectable, descRemapUncorrectable,
 		descRemapPending, descRemapFailure, descRetiredPages, descRetiredPending,
-		descFabricState, descFabricStatus, descRecoveryAction,
+		descFabricState, descFabricStatus, descFabricInfo, descFabricHealthBad, descFabricHealthSummary,
+		descGPUPlatform, descRecoveryAction,
 		descNVLinkVisible, descNVLinkExpected, descNVLinkUp,
 		descNVLinkCRCFlit, descNVLinkCRCData, descNVLinkReplay, descNVLinkRecovery,
 		descRDMAInfo, descRDMAState, descRDMAPhysState, descRDMARate, descRDMADisabled,
 		descRDMAPresent, descRDMALifespan,
 		descTopologyPair, descTopologyBest, descTopologyAlign,
+		descNVLinkDomainGPUs, descNVLinkDomains, descNVLinkMultiNode,
+		descIMEXChannelsUsable, descIMEXDriverRegistered, descIMEXConfigPresent,
 		descNVMeInfo, descNVMeGen, descNVMeMaxGen, descNVMeWidth, descNVMeMaxWidth,
 		descStorageNVMePair, descStorageNICPair,
 		descGDSNvidiaFS, descGDSP2PDMA, descIOMMUInfo, descMountInfo, descMountNICs,

@@ -1,7 +1,8 @@
 // Package exporter renders a node as Prometheus metrics for `gpuaffinity
 // agent`: the last good discovery (topology.Node: GPUs, NICs, pairing,
-// storage), what NVML answers at scrape time (GPU health, NVLink state and
-// error counters), the RDMA ports' state and counters read from sysfs at
+// storage, NVLink domains and IMEX), what NVML answers at scrape time (GPU
+// health, NVLink fabric registration and health, NVLink state and error
+// counters), the RDMA ports' state and counters read from sysfs at
 // scrape time (rdma.CounterReader), and the agent's own state (discovery,
 // health gate, state files, XID counts). docs/metrics.md is the metric
 // contract; desc_test.go keeps the two in step.

@@ -108,7 +108,8 @@ func gpuMetrics(st *State, id *gpuLabels, ng *topology.GPU, g *nvml.GPU, parts n
 	}
 }
 
-// gpuHealthMetrics renders a GPU's info, up and health series.
+// gpuHealthMetrics renders a GPU's info, up, platform, health and fabric
+// series.
 func gpuHealthMetrics(gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *sink) {
 	var uuid, bus, model, numa string
 	if ng != nil {
@@ -122,6 +123,7 @@ func gpuHealthMetrics(gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *sink) {
 	}
 	s.gpuGauge(descGPUInfo, 1, gpu, uuid, bus, model, numa)
 	s.gpuGauge(descGPUUp, b2f(g != nil && g.State == nvml.StateOK), gpu)
+	platformMetrics(gpu, ng, g, s)
 
 	if g != nil {
 		if g.PCIeGen > 0 {
@@ -137,6 +139,7 @@ func gpuHealthMetrics(gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *sink) {
 			s.gpuGauge(descPCIeMaxWidth, float64(g.PCIeMaxWidth), gpu)
 		}
 		healthMetrics(gpu, &g.Health, s)
+		fabricMetrics(gpu, g.Fabric, s)
 	}
 }
 

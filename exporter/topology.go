@@ -41,7 +41,8 @@ func (c *discoveryCollector) collect(_ context.Context, st *State, s *sink) erro
 	return c.err
 }
 
-// collectTopology renders n's pairing, its GPUs labelled from gpus.
+// collectTopology renders n's pairing, its GPUs labelled from gpus, and
+// its NVLink domains and IMEX state (nvlinkFabricMetrics).
 func collectTopology(n *topology.Node, gpus *gpuLabelSet, s *sink) {
 	pairs := map[int]*topology.Pair{}
 	for i := range n.Pairs {
@@ -66,4 +67,5 @@ func collectTopology(n *topology.Node, gpus *gpuLabelSet, s *sink) {
 		}
 	}
 	s.gauge(descTopologyAlign, b2f(aligned))
+	nvlinkFabricMetrics(n, s)
 }

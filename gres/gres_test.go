@@ -42,6 +42,19 @@ Name=gpu Type=h100 File=/dev/nvidia5 Cores=56-111 Links=18,18,18,18,18,-1,18,18
 Name=gpu Type=h100 File=/dev/nvidia6 Cores=56-111 Links=18,18,18,18,18,18,-1,18
 Name=gpu Type=h100 File=/dev/nvidia7 Cores=56-111 Links=18,18,18,18,18,18,18,-1
 `,
+	// DGX B200: 2 x 56-core Xeon 8570 with SMT (CPUs 0-55,112-167 on
+	// socket 0): Slurm cores 0-55 socket 0's, 56-111 socket 1's; GPUs 0-3
+	// on CPU 0, 4-7 on CPU 1; every pair NV18 through the two NVLink 5
+	// switches.
+	"dgx-b200": `Name=gpu Type=b200 File=/dev/nvidia0 Cores=0-55 Links=-1,18,18,18,18,18,18,18
+Name=gpu Type=b200 File=/dev/nvidia1 Cores=0-55 Links=18,-1,18,18,18,18,18,18
+Name=gpu Type=b200 File=/dev/nvidia2 Cores=0-55 Links=18,18,-1,18,18,18,18,18
+Name=gpu Type=b200 File=/dev/nvidia3 Cores=0-55 Links=18,18,18,-1,18,18,18,18
+Name=gpu Type=b200 File=/dev/nvidia4 Cores=56-111 Links=18,18,18,18,-1,18,18,18
+Name=gpu Type=b200 File=/dev/nvidia5 Cores=56-111 Links=18,18,18,18,18,-1,18,18
+Name=gpu Type=b200 File=/dev/nvidia6 Cores=56-111 Links=18,18,18,18,18,18,-1,18
+Name=gpu Type=b200 File=/dev/nvidia7 Cores=56-111 Links=18,18,18,18,18,18,18,-1
+`,
 	// p5.48xlarge: 2 x 48-core EPYC 7R13 with SMT (192 vCPUs): cores 0-47
 	// on socket 0 (GPUs 0-3), 48-95 on socket 1 (GPUs 4-7); NV18 pairs.
 	"aws-p5": `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-47 Links=-1,18,18,18,18,18,18,18
@@ -76,6 +89,15 @@ Name=gpu Type=h100 File=/dev/nvidia7 Cores=48-95 Links=18,18,18,18,18,18,18,-1
 `,
 	// GH200: one 72-core Grace (no SMT), one GPU, no GPU-GPU NVLink.
 	"grace-hopper": "Name=gpu Type=gh200 File=/dev/nvidia0 Cores=0-71\n",
+	// GB200 NVL72 compute tray: 2 x 72-core Grace, no SMT (CPUs 0-71 on
+	// socket 0, 72-143 on socket 1: Slurm cores are CPU ids); GPUs 0,1 on
+	// Grace 0, 2,3 on Grace 1; every pair NV18 through the rack's NVLink
+	// switch trays. NVML names the GPU "NVIDIA GB200".
+	"gb200-nvl72-tray": `Name=gpu Type=gb200 File=/dev/nvidia0 Cores=0-71 Links=-1,18,18,18
+Name=gpu Type=gb200 File=/dev/nvidia1 Cores=0-71 Links=18,-1,18,18
+Name=gpu Type=gb200 File=/dev/nvidia2 Cores=72-143 Links=18,18,-1,18
+Name=gpu Type=gb200 File=/dev/nvidia3 Cores=72-143 Links=18,18,18,-1
+`,
 	// The real H200 VM capture: 16 vCPUs, each its own core (every
 	// thread_siblings_list is one CPU), numa_node -1 but local_cpulist
 	// 0-15; one GPU, NVLink not visible.

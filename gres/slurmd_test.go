@@ -26,9 +26,11 @@ type slurmdLayout struct {
 
 var slurmdMachines = map[string]slurmdLayout{
 	"dgx-h100":         {"dgx-h100-01", 2, 56, 2},
+	"dgx-b200":         {"dgx-b200-01", 2, 56, 2},
 	"azure-nd-h100-v5": {"ndv5-vm-0", 2, 48, 1}, // SMT off
 	"aws-p5":           {"ip-10-1-33-207", 2, 48, 2},
 	"grace-hopper":     {"gh200-01", 1, 72, 1},
+	"gb200-nvl72-tray": {"gb200-r01-ct04", 2, 72, 1},
 	"h200-vm":          {"h200-vm", 1, 16, 1},
 }
 

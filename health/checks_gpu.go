@@ -17,7 +17,8 @@ var allChecks = []Check{
 	{"gpu.retired_pages", GroupGPU, "no page retirement pending, fewer than 63 retired pages", needsNVML(checkRetiredPages)},
 	{"gpu.xid", GroupGPU, "no fatal XID in the kernel log since boot", checkXID},
 	{"gpu.recovery_action", GroupGPU, "NVML asks for no recovery action", needsNVML(checkRecoveryAction)},
-	{"gpu.fabric", GroupGPU, "NVSwitch fabric registration completed and successful", needsNVML(checkFabric)},
+	{"gpu.fabric", GroupGPU, "NVLink fabric registration completed with success, health mask clear, one clique per multi-node NVLink node", needsNVML(checkFabric)},
+	{"gpu.imex", GroupFabric, "a usable IMEX channel on a multi-node NVLink node (NCCL's MNNVL needs one)", needsNVML(checkIMEX)},
 	{"gpu.persistence", GroupGPU, "persistence mode on", needsNVML(checkPersistence)},
 	{"nvlink.active", GroupGPU, "every GPU has the expected number of active NVLinks", checkNVLinkActive},
 	{"nic.count", GroupFabric, "the expected number of compute NICs; one per selected GPU", checkNICCount},
@@ -296,38 +297,6 @@ func checkRecoveryAction(_ context.Context, in *Input) Result {
 	}
 	return verdictOf(bad, Fail, "do what NVML asks: reset the GPU or reboot the node (drain it first)",
 		fmt.Sprintf("no recovery action on %s", plural(known, "GPU")))
-}
-
-var fabricStates = map[int]string{0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
-
-func checkFabric(_ context.Context, in *Input) Result {
-	nvswitch := false
-	for _, g := range in.Node.GPUs {
-		for _, l := range g.NVLinks {
-			nvswitch = nvswitch || l.RemoteType == topology.RemoteNVSwitch
-		}
-	}
-	bad, known := nvmlField(in, "fabric", func(h topology.GPUHealth) (string, bool, bool) {
-		if h.FabricState == nil || *h.FabricState == 0 {
-			return "", false, false
-		}
-		s := *h.FabricState
-		if s != 3 {
-			return "fabric registration " + orUnknown(fabricStates[s]), true, true
-		}
-		if h.FabricStatus != nil && *h.FabricStatus != 0 {
-			return fmt.Sprintf("fabric registration completed with error (NVML return %d)", *h.FabricStatus), true, true
-		}
-		return "", true, false
-	})
-	if known == 0 {
-		if nvswitch {
-			return skip("GPUs have NVSwitch links but NVML reports no fabric state")
-		}
-		return skip("no NVSwitch fabric (no fabric state from NVML)")
-	}
-	return verdictOf(bad, Fail, "start nvidia-fabricmanager (systemctl status nvidia-fabricmanager) and wait for registration; reboot if it fails",
-		fmt.Sprintf("fabric registration completed on %s", plural(known, "GPU")))
 }
 
 func checkPersistence(_ context.Context, in *Input) Result {

@@ -1,7 +1,9 @@
 // Package health checks a GPU node's health from its discovered topology
 // (topology.Node), the kernel log and RDMA port counters (read through a
 // Reader; the checks read no file themselves): GPU count and
-// visibility, PCIe link width, NVML memory and fabric health, fatal XIDs,
+// visibility, PCIe link width, NVML memory health, NVLink fabric
+// registration and health (one clique per multi-node NVLink node) and the
+// IMEX channel multi-node NVLink needs, fatal XIDs,
 // NVLinks, compute NIC ports, rates, error counters and firmware, GPU↔NIC
 // alignment, GPUDirect RDMA prerequisites and the storage layer (a
 // GPUDirect Storage path, ACS, IOMMU mode, storage NIC ports, NVMe links,
@@ -51,8 +53,10 @@ func (v Verdict) rank() int {
 type Group string
 
 const (
-	GroupGPU    Group = "gpu"    // GPU and NVLink checks: always enforced
-	GroupFabric Group = "fabric" // compute NIC and GPU↔NIC checks: per profile
+	GroupGPU Group = "gpu" // GPU and NVLink checks: always enforced
+	// GroupFabric holds the checks of what a job between nodes needs
+	// (compute NICs, GPU↔NIC, gpu.imex): enforced per profile.
+	GroupFabric Group = "fabric"
 	// GroupStorage holds the storage.* checks: enforced by pretrain only.
 	GroupStorage Group = "storage"
 )

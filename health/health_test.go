@@ -144,11 +144,11 @@ func TestFailures(t *testing.T) {
 		{"gpu.recovery_action", "needs recovery: node reboot", Fail, func(t *testing.T, root string, n *topology.Node) {
 			n.GPUs[6].Health.RecoveryAction = ptr(2)
 		}},
-		{"gpu.fabric", "fabric registration in progress", Fail, func(t *testing.T, root string, n *topology.Node) {
-			n.GPUs[4].Health.FabricState = ptr(2)
+		{"gpu.fabric", "GPU 4 (" + n0.GPUs[4].BusID + "): fabric registration in progress", Fail, func(t *testing.T, root string, n *topology.Node) {
+			n.GPUs[4].Fabric.State, n.GPUs[4].Fabric.Status = topology.FabricInProgress, nil
 		}},
-		{"gpu.fabric", "completed with error", Fail, func(t *testing.T, root string, n *topology.Node) {
-			n.GPUs[4].Health.FabricStatus = ptr(999)
+		{"gpu.fabric", "completed with error ERROR_UNKNOWN (NVML return 999)", Fail, func(t *testing.T, root string, n *topology.Node) {
+			n.GPUs[4].Fabric.Status = ptr(999)
 		}},
 		{"gpu.persistence", "persistence mode off", Warn, func(t *testing.T, root string, n *topology.Node) {
 			n.GPUs[0].Health.Persistence = ptr(false)

@@ -34,6 +34,11 @@ type EnvRequest struct {
 	Preset func(name string) (string, bool)
 	// NoPlatform leaves every platform setting out.
 	NoPlatform bool
+	// NoMNNVL sets NCCL_MNNVL_ENABLE=0 (env --no-mnnvl): NCCL then does
+	// not use multi-node NVLink. Without it NCCL decides itself, and a
+	// multi-node NVLink node whose fabric or IMEX is not ready gets a
+	// warning instead (env_mnnvl.go).
+	NoMNNVL bool
 }
 
 // Var is one environment variable.
@@ -190,6 +195,8 @@ func (b *envBuilder) node(req EnvRequest) {
 	if len(gve) > 0 {
 		b.tcpx(front, gve)
 	}
+
+	b.mnnvl(req)
 
 	if req.TopoFile != "" {
 		switch {

@@ -46,6 +46,7 @@ var envFixtures = []struct {
 	{"dgx-h100-ib-storage", "enp4s0f0", 7, 0, nil},        //
 	{"dgx-h100-gds", "enp4s0f0", 7, 0, nil},               // storage changes no NCCL variable
 	{"dgx-h100-acs", "enp4s0f0", 7, 0, nil},               //
+	{"dgx-b200", "enp4s0", 7, 0, nil},                     // NVSwitch management ports never in NCCL_IB_HCA
 	{"gcp-a3-mega", "enp0s12", 7, 0, nil},                 //
 	{"gcp-a3-ultragpu", "enp0s19", 7, 0, nil},             //
 	{"grace-hopper", "", 0, 1, nil},                       //
@@ -57,6 +58,10 @@ var envFixtures = []struct {
 	{"snc2-2s", "", 7, 1, nil},                            // no front end
 	{"snc2-2s-nic-absent", "", 7, 1, []int{2}},            // no front end
 	{"unequal-nodes", "", 7, 1, nil},                      // no front end
+	// gb200-nvl72-tray: fabric and IMEX ready, nothing to warn;
+	// gb200-nvl72-fabric-failed: GPU 2's fabric, no IMEX channel.
+	{"gb200-nvl72-tray", "enP6p3s0f0np0", 3, 0, nil},
+	{"gb200-nvl72-fabric-failed", "enP6p3s0f0np0", 3, 2, []int{2}},
 }
 
 // envNoGPU are the fixtures without a GPU gpuaffinity supports: env fails

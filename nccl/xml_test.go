@@ -215,6 +215,29 @@ func TestXMLFacts(t *testing.T) {
 			leaves: 2,
 		},
 		{
+			// GB200 NVL72 tray: every GPU and NIC on a root complex (PCI
+			// domain) of its own; a GPU right below its root port hangs off
+			// its Grace's cpu, a ConnectX-7 two bridges down (bus 03) under
+			// the bridge at bus 01; the BlueField-3 front-end ports are not
+			// compute and stay out.
+			machine: "gb200-nvl72-tray",
+			paths: map[string]string{
+				"0008:01:00.0": "cpu 0/0008:01:00.0",              // GPU0
+				"0000:03:00.0": "cpu 0/0000:01:00.0/0000:03:00.0", // mlx5_0
+				"0019:01:00.0": "cpu 1/0019:01:00.0",              // GPU3
+				"0012:03:00.0": "cpu 1/0012:01:00.0/0012:03:00.0", // mlx5_5
+			},
+			attrs: map[string]string{
+				"cpu 0|arch":              "arm64",
+				"cpu 1|affinity":          "0000ffff,ffffffff,ffffff00,00000000,00000000", // CPUs 72-143 of 144
+				"0008:01:00.0|device":     "0x2941",
+				"0008:01:00.0|link_width": "16",
+				"0000:03:00.0|class":      "0x020700",
+			},
+			leaves: 8,
+			absent: []string{"0006:01:00.0", "0006:03:00.0", "0006:03:00.1", "0016:03:00.0", "0016:03:00.1"},
+		},
+		{
 			machine: fakesys.H200VM,
 			paths:   map[string]string{"0000:00:06.0": "cpu -1/0000:00:06.0"},
 			attrs: map[string]string{
@@ -534,8 +557,9 @@ func TestXMLSynthesize(t *testing.T) {
 	if sw := xmlFind(root, "busid", "ffff:ff:01.0"); sw == nil || !strings.Contains(sw.Comment, "GPU 1 0000:10:1d.0 + rdmap16s27 0000:10:1b.0: pair class PHB, decided") {
 		t.Errorf("p4d switch 1: %+v", sw)
 	}
-	// grace-hopper: the GPU reaches the CPU over C2C; not grouped.
-	for _, m := range []string{"dgx-h100", "aws-p5", "oci-bm-gpu-h100", "gcp-a3-mega", "grace-hopper"} {
+	// grace-hopper, gb200-nvl72-tray: the GPUs reach the CPU over C2C;
+	// not grouped, though their pairs are NODE.
+	for _, m := range []string{"dgx-h100", "aws-p5", "oci-bm-gpu-h100", "gcp-a3-mega", "grace-hopper", "gb200-nvl72-tray"} {
 		n := fixtureNode(t, m)
 		plain, _ := xmlRender(t, n, XMLOptions{})
 		synth, _ := xmlRender(t, n, XMLOptions{SynthesizeSwitches: true})

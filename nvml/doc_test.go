@@ -52,6 +52,8 @@ func TestDocExamples(t *testing.T) {
 					RemapPending: boolp(false), RemapFailure: boolp(false),
 					FabricState: intp(3), FabricStatus: intp(0), RecoveryAction: intp(0), PCIeReplay: uint64p(0),
 				},
+				// A v1 recording replays through v4 with every health field "not supported".
+				Fabric: &Fabric{State: 3, Status: intp(0), HealthMask: uint32p(0), HealthSummary: intp(0)},
 			},
 			{Index: 1, State: StateLost, Err: "DeviceGetHandleByIndex: ERROR_GPU_IS_LOST"},
 		},

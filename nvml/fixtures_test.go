@@ -32,6 +32,7 @@ func failedp[T any](r string) *Answer[T] { return &Answer[T]{Return: r} }
 func intp(v int) *int          { return &v }
 func boolp(v bool) *bool       { return &v }
 func uint64p(v uint64) *uint64 { return &v }
+func uint32p(v uint32) *uint32 { return &v }
 
 // withHealth sets every health answer of d to r.
 func withHealth(d ReplayDevice, r string) ReplayDevice {
@@ -178,6 +179,8 @@ func hgxWant() Result {
 					RetiredPages: intp(0), RetiredPagesPending: boolp(false),
 					FabricState: intp(3), FabricStatus: intp(0), RecoveryAction: intp(0), PCIeReplay: uint64p(5),
 				},
+				// A v1 recording replays through v4 with every health field "not supported".
+				Fabric: &Fabric{State: 3, Status: intp(0), HealthMask: uint32p(0), HealthSummary: intp(0)},
 			},
 			{
 				Index: 1, BusID: "0000:9a:00.0", State: StateOK,

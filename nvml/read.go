@@ -57,6 +57,11 @@ type GPU struct {
 	NVLinks []NVLink
 	// Health holds the health calls' answers.
 	Health Health
+	// Fabric is the GPU's NVLink fabric registration; nil outside a fabric.
+	Fabric *Fabric
+	// Platform is the GPU's rack position (Blackwell and newer); nil
+	// where NVML does not say. Not read with ForScrape.
+	Platform *Platform
 }
 
 // Health is what NVML says of a GPU's health. A nil field means NVML did
@@ -126,6 +131,26 @@ type ReadOption func(*readOptions)
 
 type readOptions struct {
 	skipDiscovery bool // ForScrape
+	// symbols holds the newer entry points the library has
+	// (symFabricInfoV4, symPlatformInfo), asked once per Read.
+	symbols map[string]bool
+}
+
+// has says whether the library has the NVML entry point sym.
+func (o readOptions) has(sym string) bool { return o.symbols[sym] }
+
+// lookupSymbols asks lib's symbol table for each of syms; a library
+// without one (a mock) has none of them.
+func lookupSymbols(lib nvml.Interface, syms ...string) map[string]bool {
+	out := map[string]bool{}
+	ext := lib.Extensions()
+	if ext == nil {
+		return out
+	}
+	for _, s := range syms {
+		out[s] = ext.LookupSymbol(s) == nil
+	}
+	return out
 }
 
 // ForScrape makes Read skip the calls whose answers only discovery uses,
@@ -212,6 +237,7 @@ func Read(lib nvml.Interface, opts ...ReadOption) (res Result) {
 		return res
 	}
 	res.Available = true
+	o.symbols = lookupSymbols(lib, symFabricInfoV4, symPlatformInfo)
 	for i := range n {
 		g := gpuReader{gpu: GPU{Index: i, State: StateOK}, opts: o}
 		g.read(lib)
@@ -413,6 +439,7 @@ func (g *gpuReader) discoverySteps(dev nvml.Device) []func() {
 				g.gpu.NUMANode = &v
 			}
 		},
+		func() { g.readPlatform(dev) },
 		func() {
 			n := affinityCPUs()
 			if words, r := dev.GetCpuAffinity(n); g.okAt("GetCpuAffinity", n, r) {
@@ -469,18 +496,7 @@ func (g *gpuReader) healthSteps(dev nvml.Device) []func() {
 				h.RetiredPagesPending = enabled(v)
 			}
 		},
-		func() {
-			info, r := dev.GetGpuFabricInfo()
-			if !g.ok("GetGpuFabricInfo", r) || info.State == nvml.GPU_FABRIC_STATE_NOT_SUPPORTED {
-				return
-			}
-			state := int(info.State)
-			h.FabricState = &state
-			if info.State == nvml.GPU_FABRIC_STATE_COMPLETED {
-				status := int(info.Status)
-				h.FabricStatus = &status
-			}
-		},
+		func() { g.readFabric(dev) },
 		func() {
 			if v, r := recoveryAction(dev); g.ok("GetFieldValues(FI_DEV_GET_GPU_RECOVERY_ACTION)", r) {
 				h.RecoveryAction = &v

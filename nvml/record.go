@@ -35,8 +35,9 @@ func Record(lib nvml.Interface) (ReplayFile, error) {
 	f.DeviceCount = recordAnswer(lib.DeviceGetCount())
 	if f.DeviceCount.Return == "" {
 		var devs []nvml.Device
+		syms := lookupSymbols(lib, symFabricInfoV4, symPlatformInfo)
 		for i := range f.DeviceCount.Value {
-			d, dev := recordDevice(lib, i)
+			d, dev := recordDevice(lib, i, syms)
 			f.Devices = append(f.Devices, d)
 			devs = append(devs, dev)
 		}
@@ -54,7 +55,7 @@ func Record(lib nvml.Interface) (ReplayFile, error) {
 
 // recordDevice asks every recorded call of device i but the XID events,
 // and returns its handle (nil when DeviceGetHandleByIndex failed).
-func recordDevice(lib nvml.Interface, i int) (ReplayDevice, nvml.Device) {
+func recordDevice(lib nvml.Interface, i int, syms map[string]bool) (ReplayDevice, nvml.Device) {
 	dev, r := lib.DeviceGetHandleByIndex(i)
 	if r != nvml.SUCCESS {
 		return ReplayDevice{Handle: returnName(r)}, nil
@@ -71,7 +72,7 @@ func recordDevice(lib nvml.Interface, i int) (ReplayDevice, nvml.Device) {
 		PCIeWidth:    recordAnswer(dev.GetCurrPcieLinkWidth()),
 		PCIeMaxWidth: recordAnswer(dev.GetMaxPcieLinkWidth()),
 	}
-	recordHealth(dev, &d)
+	recordHealth(dev, &d, syms)
 	for n := range nvml.NVLINK_MAX_LINKS {
 		state, r := dev.GetNvLinkState(n)
 		if r == nvml.ERROR_INVALID_ARGUMENT {
@@ -104,7 +105,7 @@ func recordLinkErrors(dev nvml.Device, n int) *ReplayNVLinkErrors {
 }
 
 // recordHealth asks the health calls.
-func recordHealth(dev nvml.Device, d *ReplayDevice) {
+func recordHealth(dev nvml.Device, d *ReplayDevice, syms map[string]bool) {
 	enable := recordAs(func(s nvml.EnableState) int { return int(s) })
 	ptr := func(a Answer[int]) *Answer[int] { return &a }
 	d.Persistence = ptr(enable(dev.GetPersistenceMode()))
@@ -125,10 +126,34 @@ func recordHealth(dev nvml.Device, d *ReplayDevice) {
 	d.RetiredPages = &pages
 	d.RetiredPagesPending = ptr(enable(dev.GetRetiredPagesPendingStatus()))
 
-	fabric := recordAs(func(f nvml.GpuFabricInfo) ReplayFabric {
-		return ReplayFabric{State: int(f.State), Status: int(f.Status)}
-	})(dev.GetGpuFabricInfo())
+	var fabric Answer[ReplayFabric]
+	if syms[symFabricInfoV4] {
+		fabric = recordAs(func(f nvml.GpuFabricInfo_v4) ReplayFabric {
+			r := ReplayFabric{State: int(f.State), Status: int(f.Status), ClusterUUID: clusterUUID(f.ClusterUuid),
+				HealthMask: f.HealthMask, HealthSummary: int(f.HealthSummary)}
+			for _, c := range f.Cliques[:min(int(f.NumCliques), len(f.Cliques))] {
+				if c.Type == nvml.GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER {
+					r.CliqueID = c.Id
+					break
+				}
+			}
+			return r
+		})(dev.GetGpuFabricInfo_v4())
+	} else {
+		fabric = recordAs(func(f nvml.GpuFabricInfo) ReplayFabric {
+			return ReplayFabric{State: int(f.State), Status: int(f.Status), ClusterUUID: clusterUUID(f.ClusterUuid), CliqueID: f.CliqueId}
+		})(dev.GetGpuFabricInfo())
+	}
 	d.Fabric = &fabric
+	if syms[symPlatformInfo] {
+		p := recordAs(func(p nvml.PlatformInfo) ReplayPlatform {
+			return ReplayPlatform{IBGUID: trimmedHex(p.IbGuid[:]), ChassisSerial: printable(p.ChassisSerialNumber[:]),
+				Slot: int(p.SlotNumber), Tray: int(p.TrayIndex), Host: int(p.HostId), PeerType: int(p.PeerType), Module: int(p.ModuleId)}
+		})(dev.GetPlatformInfo())
+		if p.Return != returnName(nvml.ERROR_NOT_SUPPORTED) {
+			d.Platform = &p // a missing one replays as ERROR_NOT_SUPPORTED
+		}
+	}
 	d.RecoveryAction = ptr(recordAnswer(recoveryAction(dev)))
 	d.PCIeReplay = ptr(recordAnswer(dev.GetPcieReplayCounter()))
 }

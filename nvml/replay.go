@@ -3,9 +3,11 @@ package nvml
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,6 +204,7 @@ func (f *ReplayFile) validate() error {
 			{"fabric", retOf(d.Fabric)},
 			{"recovery_action", retOf(d.RecoveryAction)},
 			{"pcie_replay", retOf(d.PCIeReplay)},
+			{"platform", retOf(d.Platform)},
 			{"xids", retOf(d.XIDs)},
 		} {
 			if a.ret != nil {
@@ -339,13 +342,21 @@ func (l *replayLib) ErrorString(r nvml.Return) string {
 	return returnName(r)
 }
 
-// Extensions answers a symbol table in which every symbol is missing, so
-// callers that check for a newer entry point skip it.
+// Extensions answers a symbol table that has only the newer entry points
+// the replay answers from the file (replayedSymbols), so callers that
+// check for any other newer entry point skip it.
 func (l *replayLib) Extensions() nvml.ExtendedInterface { return replayExtensions{} }
 
 type replayExtensions struct{}
 
+// replayedSymbols are the entry points a reader asks LookupSymbol for
+// that the replay answers itself, from nvml.json.
+var replayedSymbols = []string{symFabricInfoV4, symPlatformInfo}
+
 func (replayExtensions) LookupSymbol(name string) error {
+	if slices.Contains(replayedSymbols, name) {
+		return nil
+	}
 	return fmt.Errorf("%s: not in the NVML replay", name)
 }
 
@@ -821,8 +832,49 @@ func (d *replayDevice) GetRetiredPagesPendingStatus() (nvml.EnableState, nvml.Re
 func (d *replayDevice) GetGpuFabricInfo() (nvml.GpuFabricInfo, nvml.Return) {
 	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[ReplayFabric] { return h.Fabric })), d.ready(),
 		func(f ReplayFabric) nvml.GpuFabricInfo {
-			return nvml.GpuFabricInfo{State: uint8(f.State), Status: uint32(f.Status)}
+			uuid, _ := parseClusterUUID(f.ClusterUUID) // LoadReplay checked it
+			return nvml.GpuFabricInfo{State: uint8(f.State), Status: uint32(f.Status), ClusterUuid: uuid, CliqueId: f.CliqueID}
 		})
+}
+
+// GetGpuFabricInfo_v4 answers the recorded fabric with one unicast-pointer
+// clique entry, the recorded clique.
+func (d *replayDevice) GetGpuFabricInfo_v4() (nvml.GpuFabricInfo_v4, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[ReplayFabric] { return h.Fabric })), d.ready(),
+		func(f ReplayFabric) nvml.GpuFabricInfo_v4 {
+			uuid, _ := parseClusterUUID(f.ClusterUUID)
+			info := nvml.GpuFabricInfo_v4{State: uint8(f.State), Status: uint32(f.Status), ClusterUuid: uuid,
+				HealthMask: f.HealthMask, HealthSummary: uint8(f.HealthSummary), NumCliques: 1}
+			info.Cliques[0] = nvml.GpuFabricClique_v1{Type: nvml.GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER, Id: f.CliqueID}
+			return info
+		})
+}
+
+func (l *replayLib) DeviceGetGpuFabricInfo_v4(d nvml.Device) (nvml.GpuFabricInfo_v4, nvml.Return) {
+	if d == nil {
+		return nvml.GpuFabricInfo_v4{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetGpuFabricInfo_v4()
+}
+
+func (d *replayDevice) GetPlatformInfo() (nvml.PlatformInfo, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[ReplayPlatform] { return h.Platform })), d.ready(),
+		func(p ReplayPlatform) nvml.PlatformInfo {
+			info := nvml.PlatformInfo{Version: nvml.STRUCT_VERSION(nvml.PlatformInfo{}, 1),
+				SlotNumber: uint8(p.Slot), TrayIndex: uint8(p.Tray), HostId: uint8(p.Host),
+				PeerType: uint8(p.PeerType), ModuleId: uint8(p.Module)}
+			guid, _ := hex.DecodeString(p.IBGUID)
+			copy(info.IbGuid[:], guid)
+			copy(info.ChassisSerialNumber[:], p.ChassisSerial)
+			return info
+		})
+}
+
+func (l *replayLib) DeviceGetPlatformInfo(d nvml.Device) (nvml.PlatformInfo, nvml.Return) {
+	if d == nil {
+		return nvml.PlatformInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetPlatformInfo()
 }
 
 func (d *replayDevice) GetPcieReplayCounter() (int, nvml.Return) {

@@ -81,14 +81,20 @@ type ReplayDevice struct {
 	// fails the answer is the first failure.
 	RetiredPages *Answer[ReplayRetiredPages] `json:"retired_pages,omitempty"`
 	// RetiredPagesPending is GetRetiredPagesPendingStatus: 1 pending.
-	RetiredPagesPending *Answer[int]          `json:"retired_pages_pending,omitempty"`
-	Fabric              *Answer[ReplayFabric] `json:"fabric,omitempty"` // GetGpuFabricInfo
+	RetiredPagesPending *Answer[int] `json:"retired_pages_pending,omitempty"`
+	// Fabric is GetGpuFabricInfo_v4 where the driver has it, else
+	// GetGpuFabricInfo (v1: no health fields). The replay answers both.
+	Fabric *Answer[ReplayFabric] `json:"fabric,omitempty"`
 	// RecoveryAction is GetFieldValues' answer for
 	// FI_DEV_GET_GPU_RECOVERY_ACTION (0 none, 1 GPU reset, 2 node reboot,
 	// 3 drain P2P, 4 drain and reset, ...); a failure is the field's
 	// nvmlReturn, or the call's when the call itself failed.
 	RecoveryAction *Answer[int] `json:"recovery_action,omitempty"`
 	PCIeReplay     *Answer[int] `json:"pcie_replay,omitempty"` // GetPcieReplayCounter
+	// Platform is GetPlatformInfo (Blackwell and newer). Optional: a
+	// missing one answers ERROR_NOT_SUPPORTED, as a driver without the call
+	// is recorded.
+	Platform *Answer[ReplayPlatform] `json:"platform,omitempty"`
 
 	// XIDs is the XID event stream. Its Return is RegisterEvents'
 	// answer for nvml.EventTypeXidCriticalError ("" when the GPU delivers
@@ -123,6 +129,28 @@ type ReplayFabric struct {
 	// Status is the nvml.Return of the fabric registration (0 SUCCESS);
 	// NVML sets it once State is COMPLETED.
 	Status int `json:"status"`
+	// ClusterUUID is clusterUuid in canonical form; "" (or missing) is all
+	// zeroes.
+	ClusterUUID string `json:"cluster_uuid,omitempty"`
+	// CliqueID is cliqueId (v4: the first unicast-pointer clique entry).
+	CliqueID uint32 `json:"clique_id,omitempty"`
+	// HealthMask and HealthSummary are v4's healthMask and healthSummary
+	// (nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*, _SUMMARY_*); missing is 0,
+	// every field "not supported", as a v1 recording has them.
+	HealthMask    uint32 `json:"health_mask,omitempty"`
+	HealthSummary int    `json:"health_summary,omitempty"`
+}
+
+// ReplayPlatform is GetPlatformInfo's nvmlPlatformInfo_t, by version 2's
+// field names.
+type ReplayPlatform struct {
+	IBGUID        string `json:"ib_guid"`        // ibGuid, hex, trailing zero bytes dropped
+	ChassisSerial string `json:"chassis_serial"` // chassisSerialNumber, up to its NUL
+	Slot          int    `json:"slot"`           // slotNumber
+	Tray          int    `json:"tray"`           // trayIndex
+	Host          int    `json:"host"`           // hostId
+	PeerType      int    `json:"peer_type"`      // peerType
+	Module        int    `json:"module"`         // moduleId
 }
 
 // ReplayNVLink is one link's answers.

@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -212,6 +213,28 @@ func (f *ReplayFile) checkBounds() []error {
 		if p := d.RetiredPages; p != nil {
 			over(at("retired_pages.value.multiple_single_bit"), p.Value.MultipleSingleBit, MaxReplayRetiredPages)
 			over(at("retired_pages.value.double_bit"), p.Value.DoubleBit, MaxReplayRetiredPages)
+		}
+		if fa := d.Fabric; fa != nil {
+			if _, err := parseClusterUUID(fa.Value.ClusterUUID); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", at("fabric.value"), err))
+			}
+			over(at("fabric.value.state"), fa.Value.State, 255)
+			over(at("fabric.value.health_summary"), fa.Value.HealthSummary, 255)
+		}
+		if p := d.Platform; p != nil {
+			v := p.Value
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"slot", v.Slot}, {"tray", v.Tray}, {"host", v.Host}, {"peer_type", v.PeerType}, {"module", v.Module}} {
+				over(at("platform.value."+f.name), f.v, 255)
+			}
+			if g, err := hex.DecodeString(v.IBGUID); err != nil || len(g) > 16 {
+				errs = append(errs, fmt.Errorf("%s: %q is not up to 16 bytes of hex", at("platform.value.ib_guid"), v.IBGUID))
+			}
+			if len(v.ChassisSerial) > 16 || printable([]byte(v.ChassisSerial)) != v.ChassisSerial {
+				errs = append(errs, fmt.Errorf("%s: %q is not up to 16 printable bytes", at("platform.value.chassis_serial"), v.ChassisSerial))
+			}
 		}
 		if x := d.XIDs; x != nil && len(x.Value) > MaxReplayXIDs {
 			errs = append(errs, fmt.Errorf("%s: %d codes, more than %d", at("xids.value"), len(x.Value), MaxReplayXIDs))

@@ -32,7 +32,7 @@ var replayedDevice = []string{
 	"GetNvLinkState", "GetNvLinkVersion", "GetNvLinkRemotePciInfo", "GetNvLinkRemoteDeviceType",
 	"GetPersistenceMode", "GetTotalEccErrors", "GetRemappedRows", "GetRetiredPages",
 	"GetRetiredPagesPendingStatus", "GetGpuFabricInfo", "GetFieldValues", "GetPcieReplayCounter",
-	"GetNvLinkErrorCounter",
+	"GetNvLinkErrorCounter", "GetGpuFabricInfo_v4", "GetPlatformInfo",
 }
 
 func init() {

@@ -67,7 +67,13 @@ var nullable = map[string]bool{"numa_node": true, "node": true, "gpu_numa_id": t
 	"remap_failure": true, "retired_pages": true, "retired_pages_pending": true, "fabric_state": true,
 	"fabric_status": true, "recovery_action": true, "pcie_replay": true,
 	// storage.gds: nil where the parameter or driver file is absent.
-	"nvme_multipath": true, "open_kernel_module": true}
+	"nvme_multipath": true, "open_kernel_module": true,
+	// gpus[].fabric and .platform: nil outside an NVLink fabric or where
+	// NVML does not say; fabric.status before completion, the v4 health
+	// fields from a v1-only driver; nvlink_fabric.imex: no driver major,
+	// no IMEX config, an unreadable node list or no SERVER_PORT.
+	"fabric": true, "platform": true, "status": true, "health_mask": true, "health_summary": true,
+	"device_major": true, "config": true, "nodes": true, "server_port": true}
 
 // TestJSONNoNullLists walks the JSON of every fixture (the empty one has
 // nil everywhere) and fails on a null anywhere but a nullable key.

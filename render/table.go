@@ -33,6 +33,7 @@ func Table(w io.Writer, n topology.Node) error {
 		writePairs(ew, f)
 	}
 	writeStorage(ew, f)
+	writeFabric(ew, f)
 	writeWarnings(ew, n.Warnings)
 	if ew.err != nil {
 		return fmt.Errorf("render table: %w", ew.err)

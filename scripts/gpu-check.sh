@@ -7,6 +7,8 @@
 #   4. check --interval 1s -o json: verdict, failed and skipped ids
 #   5. agent on a free localhost port: /readyz, three timed /metrics scrapes
 #   6. storage: topo's NVMe list against /sys/class/nvme, the GDS view, cufile -f -
+#   7. NVLink fabric: NVML's fabric and platform answers as topo reads them,
+#      beside nvidia-smi's fabric.* query fields, and the IMEX view
 # Every step prints PASS/FAIL/SKIP and its wall time. The script ends with a
 # summary and exits 1 if any step failed, 2 if it cannot run here. Details:
 # scripts/gpu-check.md.
@@ -637,9 +639,63 @@ def cmd_storage(topo_json, sysfs_list, cufile_json):
     return 1 if bad else 0
 
 
+def cmd_fabric(topo_json, smi_csv):
+    """topo's per-GPU fabric (GetGpuFabricInfo_v4/v1) and platform
+    (GetPlatformInfo) answers printed, and compared with nvidia-smi's
+    fabric.state/status/clusterUuid/cliqueId where it printed them. A GPU
+    outside any fabric reads N/A there and has no fabric in topo: both are
+    the answer NOT_SUPPORTED, which is recorded, not a failure."""
+    with open(topo_json) as f:
+        n = json.load(f)
+    states = {1: "Not Started", 2: "In Progress", 3: "Completed"}
+    smi = {}
+    if smi_csv:
+        with open(smi_csv) as f:
+            for line in f:
+                parts = [p.strip() for p in line.split(",")]
+                if len(parts) == 5:
+                    smi[parts[0].lower().replace("00000000:", "0000:")] = parts[1:]
+    bad = []
+    for g in n.get("gpus") or []:
+        fab, plat = g.get("fabric"), g.get("platform")
+        if fab:
+            print("  GPU %s %s: fabric state %s status %s cluster %s clique %s mask %s summary %s" % (
+                g["index"], g["bus_id"], fab.get("state"), fab.get("status"), fab.get("cluster_uuid") or "(zero)",
+                fab.get("clique_id"), fab.get("health_mask"), fab.get("health_summary")))
+        else:
+            print("  GPU %s %s: no fabric info (GetGpuFabricInfo: NOT_SUPPORTED or state 0)" % (g["index"], g["bus_id"]))
+        if plat:
+            print("    platform: chassis %s slot %s tray %s host %s module %s peer_type %s" % (
+                plat.get("chassis_serial"), plat.get("slot"), plat.get("tray"), plat.get("host"), plat.get("module"), plat.get("peer_type")))
+        else:
+            print("    platform: none (GetPlatformInfo: NOT_SUPPORTED or absent)")
+        row = smi.get(g["bus_id"].lower())
+        if row is None:
+            continue
+        state, status, uuid, clique = row
+        print("    nvidia-smi: fabric.state=%s status=%s clusterUuid=%s cliqueId=%s" % tuple(row))
+        ours = states.get(fab["state"], str(fab["state"])) if fab else "N/A"
+        if state not in ("[N/A]", "N/A", "[Not Supported]") and state != ours:
+            bad.append("GPU %s: fabric state %s in topo, %s in nvidia-smi" % (g["index"], ours, state))
+        if state in ("[N/A]", "N/A", "[Not Supported]") and fab:
+            bad.append("GPU %s: topo has fabric state %s, nvidia-smi N/A" % (g["index"], ours))
+        if fab and fab.get("cluster_uuid") and uuid.lower() != fab["cluster_uuid"].lower():
+            bad.append("GPU %s: cluster uuid %s in topo, %s in nvidia-smi" % (g["index"], fab["cluster_uuid"], uuid))
+    f = n.get("nvlink_fabric") or {}
+    imex = f.get("imex") or {}
+    print("  NVLink domains: %s; multi-node %s; IMEX major %s, channels %s, config %s" % (
+        ["%s.%s:%s" % (d.get("cluster_uuid") or "-", d.get("clique_id"), d.get("gpus")) for d in f.get("domains") or []],
+        f.get("multi_node"), imex.get("device_major"),
+        ["%s%s" % (c["number"], " (" + c["problem"] + ")" if c.get("problem") else "") for c in imex.get("channels") or []],
+        (imex.get("config") or {}).get("path")))
+    for b in bad:
+        print("  DIFF " + b)
+    return 1 if bad else 0
+
+
 def main():
     cmds = {"smi": cmd_smi, "jsondiff": cmd_jsondiff, "nccl": cmd_nccl, "check": cmd_check,
-            "count-gpus": cmd_count_gpus, "storage": cmd_storage}
+            "count-gpus": cmd_count_gpus, "storage": cmd_storage, "fabric": cmd_fabric}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         print("usage: gpu_check_helpers.py %s ARGS..." % "|".join(cmds), file=sys.stderr)
         return 2
@@ -1068,6 +1124,27 @@ step6() {
   step_end "$st" "$note"
 }
 
+# ---- step 7: the NVLink fabric -----------------------------------------------------
+step7() {
+  step_begin 7 "NVLink fabric: NVML fabric/platform answers, nvidia-smi fabric.*, IMEX"
+  local st=PASS note="" csv=""
+  run step7-topo 60 "$BIN" topo ${DEMO_FLAGS[@]+"${DEMO_FLAGS[@]}"} -o json
+  if ((RC != 0)); then indent "$OUT/step7-topo.err" 10; step_end FAIL "topo -o json failed (rc=$RC)"; return; fi
+  if [[ -z $DEMO ]] && command -v nvidia-smi >/dev/null; then
+    run step7-smi 60 nvidia-smi --query-gpu=pci.bus_id,fabric.state,fabric.status,fabric.clusterUuid,fabric.cliqueId --format=csv,noheader
+    if ((RC == 0)); then csv=$OUT/step7-smi.out; else indent "$OUT/step7-smi.err" 5; note="nvidia-smi has no fabric.* query fields here; "; fi
+    [[ -r /proc/devices ]] && echo "  /proc/devices: $(grep -E 'nvidia' /proc/devices | tr '\n' ';')"
+    ls -l /dev/nvidia-caps-imex-channels 2>/dev/null | sed 's/^/  /'
+  fi
+  if [[ -n $PY ]]; then
+    if ! py fabric "$OUT/step7-topo.out" "$csv"; then st=FAIL note="${note}topo's fabric answers differ from nvidia-smi's"; fi
+  else
+    note="${note}python3 missing: fabric answers not printed"
+  fi
+  [[ $st == PASS ]] && note="${note}fabric and platform answers recorded"
+  step_end "$st" "$note"
+}
+
 T_ALL=$(now_ms)
 step1
 step2
@@ -1075,6 +1152,7 @@ step3
 step4
 step5
 step6
+step7
 
 # ---- summary -------------------------------------------------------------------------
 printf '\n=== Summary (%s%s) ===\n' "$(hostname 2>/dev/null)" "${DEMO:+, demo $DEMO}"

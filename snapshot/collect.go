@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // errOutsideRoot marks a link whose text is absolute or leads above the root.
@@ -219,6 +221,22 @@ func (c *collector) apply(r rule, logical, real, name string, listed bool) error
 			return nil
 		}
 		return c.visit(r.into, p)
+	case describeNode:
+		dst := join(logical, name)
+		switch {
+		case fi.Mode()&fs.ModeCharDevice != 0:
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok {
+				return nil
+			}
+			if !c.tree.addFile(dst, fmt.Appendf(nil, "c %d:%d\n", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))) {
+				c.warn("%s: captured twice, kept the first", dst)
+			}
+			return nil
+		case fi.Mode().IsRegular():
+			return c.copyFile(r, dst, p)
+		}
+		return nil
 	case keepDir:
 		if fi.IsDir() {
 			dst := p

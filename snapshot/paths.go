@@ -37,6 +37,11 @@ const (
 	followLink               // symlinks: copied, and the target directory visited in rule.into
 	enterDir                 // real directories: visited in rule.into
 	keepDir                  // real directories: made empty, for their presence alone
+	// describeNode: character device nodes, never opened: recorded as a
+	// regular file holding "c MAJOR:MINOR" (what a replayed root holds in
+	// their place, discover/imex.go); a regular file already in that form
+	// (a snapshot of a snapshot) is copied.
+	describeNode
 )
 
 // scrubKind says how Options.Scrub rewrites a file (scrub.go).
@@ -174,6 +179,13 @@ var rules = []rule{
 	// present while it is loaded, and its version line.
 	{scope: scopeRoot, pattern: "proc/driver/nvidia-fs", action: keepDir, flat: true},
 	{scope: scopeRoot, pattern: "proc/driver/nvidia-fs/version", action: copyFile, flat: true},
+	// discovery (nvlink_fabric.imex): the driver's character device
+	// majors (nvidia-caps-imex-channels), the IMEX channel nodes as
+	// "c MAJOR:MINOR" descriptions, and the IMEX daemon's config and node
+	// list where installed (the default IMEX_NODE_CONFIG_FILE only).
+	{scope: scopeRoot, pattern: "proc/devices", action: copyFile, flat: true},
+	{scope: scopeRoot, pattern: "dev/nvidia-caps-imex-channels/channel[0-9]*", action: describeNode, flat: true},
+	{scope: scopeRoot, pattern: "etc/nvidia-imex/{config.cfg,nodes_config.cfg}", action: copyFile, flat: true},
 	// discovery (storage.gds.nvme_multipath): native NVMe multipath.
 	{scope: scopeRoot, pattern: "sys/module/nvme_core/parameters/multipath", action: copyFile, flat: true},
 

@@ -5,8 +5,10 @@ import "slices"
 // ForLaunch is the node as launchers (env, cpumap) read it from the
 // agent's launch.node: without the parts only topo, the NCCL topology
 // XML, the health checks and the metrics read (every PCI function, the
-// path matrices, each GPU's NVLinks and health, the storage layer, which
-// cufile reads from the full node), a quarter of
+// path matrices, each GPU's NVLinks, health and rack position, the
+// storage layer, which cufile reads from the full node; env keeps each
+// GPU's fabric and the node's NVLink fabric, to warn where multi-node
+// NVLink is not ready), a quarter of
 // topology.json, so that a rank's
 // launcher decodes a few kilobytes. n is not changed. A launcher output
 // that comes to need one of these parts must stop dropping it here:
@@ -16,7 +18,7 @@ func (n Node) ForLaunch() Node {
 	n.Storage = Storage{}
 	n.GPUs = slices.Clone(n.GPUs)
 	for i := range n.GPUs {
-		n.GPUs[i].NVLinks, n.GPUs[i].Health = nil, GPUHealth{}
+		n.GPUs[i].NVLinks, n.GPUs[i].Health, n.GPUs[i].Platform = nil, GPUHealth{}, nil
 	}
 	return n
 }

@@ -32,6 +32,7 @@ func Link(n *Node, opts RoleOptions) {
 	n.Pairs = c.pair()
 	n.Warnings = append(n.Warnings, c.downWarnings()...)
 	n.Warnings = append(n.Warnings, c.linkStorage()...)
+	n.linkFabric()
 }
 
 // localizedDevices is n.PCIDevices where a GPU whose numa_node is unknown

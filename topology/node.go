@@ -57,6 +57,8 @@ type Node struct {
 	// Storage is the storage layer: NVMe, GDS-served mounts, GDS's
 	// prerequisites and each GPU's nearest storage.
 	Storage Storage `json:"storage"`
+	// NVLinkFabric is the node's NVLink domains and IMEX.
+	NVLinkFabric NVLinkFabric `json:"nvlink_fabric"`
 	// Warnings name the file or device behind every degraded answer.
 	Warnings []string `json:"warnings"`
 }
@@ -283,6 +285,12 @@ type GPU struct {
 	// Health is what NVML says of the GPU's health; every field is nil
 	// where NVML is absent or answers NOT_SUPPORTED.
 	Health GPUHealth `json:"health"`
+	// Fabric is the GPU's NVLink fabric registration; nil outside a
+	// fabric or without NVML.
+	Fabric *GPUFabric `json:"fabric"`
+	// Platform is the GPU's rack position (Blackwell and newer); nil
+	// where NVML does not say.
+	Platform *GPUPlatform `json:"platform"`
 }
 
 // GPUHealth holds NVML's health answers for one GPU (read at discovery).

@@ -339,6 +339,21 @@ func (c *roleCtx) better(a, b coverage) int {
 		strings.Compare(c.n.NICs[a.nics[0]].BusID, c.n.NICs[b.nics[0]].BusID))
 }
 
+// tieNote says what decided where another kind covers the GPUs as well
+// and is as capable (on Grace every device has a root complex of its own,
+// so InfiniBand ConnectX-7 and Ethernet BlueField-3 serve every GPU
+// alike): the fabric preference, or "" where coverage or capability did.
+func (c *roleCtx) tieNote(primary coverage, covs []coverage) string {
+	for _, cv := range covs {
+		if cv.kind == primary.kind || cv.kind.fabric == primary.kind.fabric ||
+			cv.counts != primary.counts || c.kindCapability(cv) != c.kindCapability(primary) {
+			continue
+		}
+		return fmt.Sprintf("; %s serves them alike, and %s goes before %s", cv.kind, primary.kind.fabric, cv.kind.fabric)
+	}
+	return ""
+}
+
 func (c *roleCtx) kindCapability(cv coverage) float64 {
 	var m float64
 	for _, i := range cv.nics {
@@ -531,8 +546,8 @@ func (c *roleCtx) computeByLayout(set func(int, Role, string, ...Role), decided 
 			if n.Platform.Virtual {
 				hidden = " (a virtual machine: its PCIe switches are not visible)"
 			}
-			set(i, RoleCompute, fmt.Sprintf("nearest NIC of %s (%s); no NIC shares a PCIe switch with a GPU%s, so the kind serving the most %s closest decides: %s serves %d of %d on their host bridge, %d on their NUMA node, %s capable",
-				nearest, class, hidden, gpus, kindNote, primary.counts[1], anchors, primary.counts[2], fmtGbps(c.kindCapability(primary))))
+			set(i, RoleCompute, fmt.Sprintf("nearest NIC of %s (%s); no NIC shares a PCIe switch with a GPU%s, so the kind serving the most %s closest decides: %s serves %d of %d on their host bridge, %d on their NUMA node, %s capable%s",
+				nearest, class, hidden, gpus, kindNote, primary.counts[1], anchors, primary.counts[2], fmtGbps(c.kindCapability(primary)), c.tieNote(primary, covs)))
 		}
 	}
 }

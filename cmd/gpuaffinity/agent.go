@@ -26,7 +26,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	var (
 		stateDir, webConfig, profile, expectFile, nfdFile string
 		listen                                            []string
-		systemdSocket                                     bool
+		systemdSocket, nfdGFDClique                       bool
 		rescan, discoveryTimeout                          time.Duration
 		collectors                                        *exporter.CollectorFlags
 	)
@@ -88,7 +88,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			commonversion.Version, commonversion.Revision = version, revision
 			a, err := agent.New(agent.Options{
 				Root: root, TopoFile: g.topoFile, Roles: nf.roles(),
-				StateDir: stateDir, NFDFile: nfdFile, Rescan: rescan, DiscoveryTimeout: discoveryTimeout,
+				StateDir: stateDir, NFDFile: nfdFile, NFDGFDClique: nfdGFDClique, Rescan: rescan, DiscoveryTimeout: discoveryTimeout,
 				Profile: prof, Expect: expect,
 				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
 				Collectors: collectors.Collectors(),
@@ -125,6 +125,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	f.StringVar(&profile, "profile", string(health.Pretrain), "health gate profile: pretrain, finetune or inference (as check)")
 	f.StringVar(&expectFile, "expect", "", "hold the node to expectations from this YAML file (check --learn)")
 	f.StringVar(&nfdFile, "nfd-file", "", "rewrite this Node Feature Discovery feature file after each health gate")
+	f.BoolVar(&nfdGFDClique, "nfd-gfd-clique", false, "also write GPU Feature Discovery's nvidia.com/gpu.clique label in --nfd-file (off: GFD owns it where it runs)")
 	return cmd
 }
 

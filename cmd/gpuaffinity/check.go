@@ -28,7 +28,7 @@ func newCheckCmd(g *globals) *cobra.Command {
 	nf := nodeFlags{onDisk: true} // its checks read the root after discovery
 	var (
 		output, profile, expectFile, gpus, nfdFile, slurmNode, kmsg string
-		learn, multiNode, drain, resume                             bool
+		learn, multiNode, drain, resume, nfdGFDClique               bool
 		interval, timeout                                           time.Duration
 		only                                                        []string
 	)
@@ -96,7 +96,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 				return unknown(err)
 			}
 			if nfdFile != "" {
-				if err := atomicfile.Write(nfdFile, []byte(health.NFDFeatures(rep, n, time.Time{})), 0o644); err != nil {
+				if err := atomicfile.Write(nfdFile, []byte(health.NFDOptions{GFDClique: nfdGFDClique}.Features(rep, n, time.Time{})), 0o644); err != nil {
 					return unknown(err)
 				}
 			}
@@ -134,6 +134,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 	f.BoolVar(&resume, "slurm-resume", false, "when healthy, resume this node if its drain reason starts with gpuaffinity:")
 	f.StringVar(&slurmNode, "slurm-node", "", "Slurm node name (default: the short hostname)")
 	f.StringVar(&nfdFile, "nfd-file", "", "write a Node Feature Discovery local feature file here (atomically)")
+	f.BoolVar(&nfdGFDClique, "nfd-gfd-clique", false, "also write GPU Feature Discovery's nvidia.com/gpu.clique label in --nfd-file (off: GFD owns it where it runs)")
 	return cmd
 }
 

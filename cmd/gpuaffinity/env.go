@@ -29,6 +29,7 @@ func newEnvCmd(g *globals) *cobra.Command {
 		writeTopo string
 		writeCu   string
 		platform  bool
+		noMNNVL   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "env",
@@ -38,6 +39,11 @@ for NCCL's sockets, the fabric variables of this node (InfiniBand/RoCE HCA
 list and GID index, AWS EFA, Google GPUDirect-TCPX(O) and gIB, OCI's RoCE
 settings), and the rank's GPU,
 NICs, CPUs and NUMA node (GPUAFFINITY_*). Rules: docs/nccl-env.md.
+
+On multi-node NVLink (GB200/GB300 NVL racks) NCCL decides itself whether to
+use it; env warns where the NVLink fabric or the IMEX channel is not ready
+(NCCL then runs without multi-node NVLink, or fails the job with a system
+error), and --no-mnnvl sets NCCL_MNNVL_ENABLE=0.
 
 The local rank comes from --local-rank, else from LOCAL_RANK, SLURM_LOCALID,
 OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or PMI_LOCAL_RANK; its GPU is
@@ -85,7 +91,7 @@ once) go to stderr.`,
 				}
 			}()
 
-			req := nccl.EnvRequest{TopoFile: n.TopoFile, Preset: os.LookupEnv, NoPlatform: !platform}
+			req := nccl.EnvRequest{TopoFile: n.TopoFile, Preset: os.LookupEnv, NoPlatform: !platform, NoMNNVL: noMNNVL}
 			if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 				req.CUDAVisibleDevices = &v
 			}
@@ -169,6 +175,7 @@ once) go to stderr.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "sh", "output format: sh (export lines for eval), json, dotenv (systemd EnvironmentFile=, docker --env-file); with --all-ranks: table or json")
 	cmd.Flags().BoolVar(&allRanks, "all-ranks", false, "show every local rank (one per GPU, or per CUDA_VISIBLE_DEVICES entry)")
 	cmd.Flags().BoolVar(&platform, "platform-settings", true, "set the NCCL settings the platform publishes for its fabric (OCI RoCE QoS, Google gIB); one already in the environment keeps its value")
+	cmd.Flags().BoolVar(&noMNNVL, "no-mnnvl", false, "set NCCL_MNNVL_ENABLE=0: NCCL does not use multi-node NVLink (where the fabric or IMEX is not ready; see the warnings)")
 	cmd.Flags().StringVar(&writeTopo, "write-topo", "", "write the NCCL topology XML to DIR/"+topoFileName+" and point NCCL_TOPO_FILE at it (not on EFA nodes)")
 	cmd.Flags().StringVar(&writeCu, "write-cufile", "", "write the node's cufile.json (as gpuaffinity cufile) to DIR/"+cufileName+" and point CUFILE_ENV_PATH_JSON at it")
 	return cmd

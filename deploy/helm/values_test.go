@@ -130,8 +130,9 @@ func TestSiteValues(t *testing.T) {
 		t.Errorf("pod annotations (-want +got):\n%s", diff)
 	}
 
-	// NFD off: no --nfd-file, and no features.d volume or mount. The
-	// extra arguments come last, in order.
+	// NFD off: no --nfd-file, and no features.d volume or mount (the IMEX
+	// channel directory stays: gpu.imex reads it). The extra arguments
+	// come last, in order.
 	wantArgs := []string{"agent", "--root=/", "--state-dir=/run/gpuaffinity", "--web.listen-address=:19400",
 		"--log.format=json", "--expect=/etc/gpuaffinity/expect.yaml"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
@@ -144,8 +145,8 @@ func TestSiteValues(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		mounts = append(mounts, m.Name)
 	}
-	if !slices.Equal(vols, []string{"sys", "state"}) || !slices.Equal(mounts, []string{"sys", "state"}) {
-		t.Errorf("volumes %q, mounts %q: want sys and state only", vols, mounts)
+	if want := []string{"sys", "state", "imex-channels"}; !slices.Equal(vols, want) || !slices.Equal(mounts, want) {
+		t.Errorf("volumes %q, mounts %q: want %q", vols, mounts, want)
 	}
 }
 

@@ -216,6 +216,9 @@ func TestAlertRules(t *testing.T) {
 		"GPUAffinityRDMAErrorsRising", "GPUAffinityGPULost", "GPUAffinityFatalXID",
 		"GPUAffinityRowRemapPending", "GPUAffinityRowRemapFailed", "GPUAffinityNotAligned",
 		"GPUAffinityHealthGateFailing", "GPUAffinityCollectorFailing",
+		// Issue 17: the NVLink fabric.
+		"GPUAffinityNVLinkFabricUnhealthy", "GPUAffinityNVLinkFabricDegraded",
+		"GPUAffinityNVLinkCliqueSplit", "GPUAffinityNVLinkGPUOutsideClique", "GPUAffinityIMEXChannelsMissing",
 	} {
 		if !seen[want] {
 			t.Errorf("no alert %s", want)

@@ -1,6 +1,7 @@
 package fakesys
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -95,6 +96,7 @@ func buildTree(spec Spec) (*tree, *nvml.ReplayFile, error) {
 	b.dmi()
 	b.proc()
 	b.nvidiaProc()
+	b.imex()
 	if err := b.files(); err != nil {
 		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
@@ -362,6 +364,32 @@ func (b *builder) nvidiaProc() {
 	}
 }
 
+// imex writes the IMEX spec: /proc/devices with the driver's character
+// devices (the nvidia ones drivers register, nvidia-caps-imex-channels
+// among them), replayed channel nodes, and the IMEX daemon's config and
+// node list as the IMEX guide ships them.
+func (b *builder) imex() {
+	im := b.s.IMEX
+	if im == nil {
+		return
+	}
+	var devs strings.Builder
+	devs.WriteString("Character devices:\n  1 mem\n  4 tty\n195 nvidia\n")
+	if im.Major > 0 {
+		fmt.Fprintf(&devs, "%3d %s\n", im.Major, "nvidia-caps-imex-channels")
+	}
+	devs.WriteString("\nBlock devices:\n259 blkext\n")
+	b.t.raw("proc/devices", []byte(devs.String()))
+	major := cmp.Or(im.NodeMajor, im.Major)
+	for _, c := range im.Channels {
+		b.t.attr(fmt.Sprintf("dev/nvidia-caps-imex-channels/channel%d", c), fmt.Sprintf("c %d:%d", major, c))
+	}
+	if im.Peers != nil {
+		b.t.raw("etc/nvidia-imex/config.cfg", []byte("# IMEX daemon configuration\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\nSERVER_PORT=50000\nIMEX_WAIT_FOR_QUORUM=RECOVERY\n"))
+		b.t.raw("etc/nvidia-imex/nodes_config.cfg", []byte(strings.Join(im.Peers, "\n")+"\n"))
+	}
+}
+
 func (b *builder) proc() {
 	s, l, t := b.s, b.l, b.t
 	t.attr("proc/sys/kernel/hostname", cmpOr(s.Hostname, s.Name))
@@ -467,6 +495,13 @@ func health(d *nvml.ReplayDevice, g *GPU) {
 		fabric.State = *h.FabricState
 	}
 	fabric.Status = deref(h.FabricStatus)
+	if f := g.Fabric; f != nil {
+		fabric.ClusterUUID, fabric.CliqueID = f.ClusterUUID, f.CliqueID
+		fabric.HealthMask, fabric.HealthSummary = f.HealthMask, f.HealthSummary
+	}
+	if g.Platform != nil {
+		d.Platform = &nvml.Answer[nvml.ReplayPlatform]{Value: nvml.ReplayPlatform(*g.Platform)}
+	}
 	d.Persistence = &nvml.Answer[int]{Value: persistence}
 	d.ECCUncorrectedVolatile = &nvml.Answer[uint64]{Value: ecc}
 	d.ECCUncorrectedAggregate = &nvml.Answer[uint64]{Value: ecc}

@@ -31,6 +31,29 @@ type Faults struct {
 	Kernel *KernelFault `yaml:"kernel"`
 	// IOMMU, when given, replaces the base's.
 	IOMMU *IOMMU `yaml:"iommu"`
+	// IMEX changes the base's IMEX state (channel nodes gone after a
+	// reboot, a stale major).
+	IMEX *IMEXFault `yaml:"imex"`
+}
+
+// IMEXFault changes the base's IMEX state: each set field replaces the
+// base's (channels and peers when given, even empty). A base without
+// imex starts from none.
+type IMEXFault struct {
+	Major     *int     `yaml:"major"`
+	NodeMajor *int     `yaml:"node_major"`
+	Channels  []int    `yaml:"channels"`
+	Peers     []string `yaml:"peers"`
+}
+
+// GPUFabricFault changes a GPU's fabric info (GPU.Fabric): each set field
+// replaces the base's; a GPU without fabric info starts from all zeroes.
+// ClusterUUID "" is all zeroes, as a failed registration reports it.
+type GPUFabricFault struct {
+	ClusterUUID   *string `yaml:"cluster_uuid"`
+	CliqueID      *uint32 `yaml:"clique_id"`
+	HealthMask    *uint32 `yaml:"health_mask"`
+	HealthSummary *int    `yaml:"health_summary"`
 }
 
 // BridgeFault replaces one bridge's ACS capability.
@@ -64,7 +87,7 @@ type NetdevFault struct {
 
 // GPUFault changes one GPU of the base. A set field replaces the base's
 // (nvlinks_down, xids) or is merged into it (nvlink_errors per link,
-// health per field).
+// health and fabric per field).
 type GPUFault struct {
 	Index *int  `yaml:"index"` // required: the GPU's NVML index
 	Lost  *bool `yaml:"lost"`
@@ -77,6 +100,7 @@ type GPUFault struct {
 	NVLinkErrors map[int]NVLinkErrors `yaml:"nvlink_errors"`
 	XIDs         []uint64             `yaml:"xids"`
 	Health       *GPUHealth           `yaml:"health"`
+	Fabric       *GPUFabricFault      `yaml:"fabric"`
 }
 
 // PortFault changes one RDMA port of the base: state, phys_state and rate
@@ -218,6 +242,9 @@ func (s *Spec) applyFaults(f Faults) error {
 			mergeSet(&h, gf.Health)
 			g.Health = &h
 		}
+		if gf.Fabric != nil {
+			g.Fabric = gf.Fabric.apply(g.Fabric)
+		}
 	}
 	for i, pf := range f.RDMAPorts {
 		key := fmt.Sprintf("%s port %d", pf.Device, pf.Port)
@@ -252,8 +279,8 @@ func (s *Spec) applyFaults(f Faults) error {
 	return s.removeAbsent(f.Absent)
 }
 
-// applyStorageFaults applies the bridges, mounts, raid, kernel and iommu
-// faults.
+// applyStorageFaults applies the bridges, mounts, raid, kernel, iommu and
+// imex faults.
 func (s *Spec) applyStorageFaults(f Faults, seen map[string]bool) error {
 	bridges := map[string]*Device{}
 	for _, fn := range s.Functions() {
@@ -302,7 +329,54 @@ func (s *Spec) applyStorageFaults(f Faults, seen map[string]bool) error {
 		io.Units = slices.Clone(io.Units)
 		s.IOMMU = &io
 	}
+	if f.IMEX != nil {
+		s.IMEX = f.IMEX.apply(s.IMEX)
+	}
 	return nil
+}
+
+// apply is base (nil: none) with the fault's set fields, in a new value.
+func (f *IMEXFault) apply(base *IMEX) *IMEX {
+	var out IMEX
+	if base != nil {
+		out = *base
+		out.Channels, out.Peers = slices.Clone(base.Channels), slices.Clone(base.Peers)
+	}
+	if f.Major != nil {
+		out.Major = *f.Major
+	}
+	if f.NodeMajor != nil {
+		out.NodeMajor = *f.NodeMajor
+	}
+	if f.Channels != nil {
+		out.Channels = slices.Clone(f.Channels)
+	}
+	if f.Peers != nil {
+		out.Peers = slices.Clone(f.Peers)
+	}
+	return &out
+}
+
+// apply is base (nil: all zeroes) with the fault's set fields, in a new
+// value.
+func (f *GPUFabricFault) apply(base *GPUFabric) *GPUFabric {
+	var out GPUFabric
+	if base != nil {
+		out = *base
+	}
+	if f.ClusterUUID != nil {
+		out.ClusterUUID = *f.ClusterUUID
+	}
+	if f.CliqueID != nil {
+		out.CliqueID = *f.CliqueID
+	}
+	if f.HealthMask != nil {
+		out.HealthMask = *f.HealthMask
+	}
+	if f.HealthSummary != nil {
+		out.HealthSummary = *f.HealthSummary
+	}
+	return &out
 }
 
 // removeAbsent drops the functions named by faults.absent.

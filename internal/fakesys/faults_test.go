@@ -239,6 +239,8 @@ func TestExtendsRejects(t *testing.T) {
 		{"unknown key beside extends", "description: test", "description: test\nhostname: x", "hostname"},
 		{"unknown fault key", "nvlinks_down: [5]", "nvlinks_down: [5]\n      nvlink_down: [6]", "nvlink_down"},
 		{"unknown counter key", "crc_flit: 1", "crc_flt: 1", "crc_flt"},
+		{"unknown fabric key", "nvlinks_down: [5]", "fabric: {cluster_id: 1}", "cluster_id"},
+		{"unknown imex key", "  rdma_ports:", "  imex: {channel: [0]}\n  rdma_ports:", "channel"},
 		{"unknown port counter", "symbol_error: 1", "symbol_errors: 1", `"symbol_errors" is not a counters/ file`},
 		{"link past nvlinks", "nvlinks_down: [5]", "nvlinks_down: [18]", "gpu 2: nvlinks_down: link 18 is not one of its NVLinks"},
 		{"errors on a link past nvlinks", "{5: {crc_flit: 1}}", "{20: {crc_flit: 1}}", "gpu 2: nvlink_errors: link 20"},
@@ -304,5 +306,97 @@ func TestGPUFaultsInSpec(t *testing.T) {
 	}
 	if diff := cmp.Diff([]uint64{79}, xids); diff != "" {
 		t.Errorf("XIDs (-want +got):\n%s", diff)
+	}
+}
+
+// TestExtendsFabricIMEX: gb200-nvl72-fabric-failed is gb200-nvl72-tray
+// with GPU 2's fabric registration failed and no IMEX channel node, and
+// nothing else changed; NVML replays GPU 2's answer as the spec writes it,
+// the others keep the tray's, and the root has the driver's major but no
+// channel node.
+func TestExtendsFabricIMEX(t *testing.T) {
+	base, err := Machine("gb200-nvl72-tray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Machine("gb200-nvl72-fabric-failed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.IMEX == nil || s.IMEX.Major != 234 || len(s.IMEX.Channels) != 0 || len(s.IMEX.Peers) != 18 {
+		t.Errorf("imex = %+v, want the base's major and peers, no channels", s.IMEX)
+	}
+	var g2 *GPU
+	for _, f := range s.Functions() {
+		if g := f.Device.GPU; g != nil && g.Index == 2 {
+			g2 = g
+		}
+	}
+	wantFabric := &GPUFabric{ClusterUUID: "", CliqueID: 0, HealthMask: 21929, HealthSummary: 2}
+	if diff := cmp.Diff(wantFabric, g2.Fabric); diff != "" {
+		t.Errorf("GPU 2 fabric (-want +got):\n%s", diff)
+	}
+	// Undo the faults; the rest must be the base.
+	for _, f := range s.Functions() {
+		if g := f.Device.GPU; g != nil && g.Index == 2 {
+			g.Health = nil
+			g.Fabric = &GPUFabric{ClusterUUID: "5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845", CliqueID: 32766, HealthMask: 20906, HealthSummary: 1}
+		}
+	}
+	s.IMEX.Channels = []int{0}
+	s.Name, s.Description, s.Sources, s.Extends, s.Expect = base.Name, base.Description, base.Sources, "", base.Expect
+	if diff := cmp.Diff(base, s); diff != "" {
+		t.Errorf("gb200-nvl72-fabric-failed without its faults differs from gb200-nvl72-tray (-base +got):\n%s", diff)
+	}
+
+	root := machineRoot(t, "gb200-nvl72-fabric-failed")
+	res := nvml.Read(loadReplay(t, root))
+	if len(res.GPUs) != 4 {
+		t.Fatalf("Read: %d GPUs, want 4", len(res.GPUs))
+	}
+	i := func(v int) *int { return &v }
+	u := func(v uint32) *uint32 { return &v }
+	for _, g := range res.GPUs {
+		want := &nvml.Fabric{State: 3, Status: i(0), ClusterUUID: "5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845", CliqueID: 32766, HealthMask: u(20906), HealthSummary: i(1)}
+		if g.Index == 2 {
+			want = &nvml.Fabric{State: 3, Status: i(23), HealthMask: u(21929), HealthSummary: i(2)}
+		}
+		if diff := cmp.Diff(want, g.Fabric); diff != "" {
+			t.Errorf("GPU %d fabric (-want +got):\n%s", g.Index, diff)
+		}
+	}
+	devices, err := os.ReadFile(filepath.Join(root, "proc/devices"))
+	if err != nil || !strings.Contains(string(devices), "234 nvidia-caps-imex-channels\n") {
+		t.Errorf("proc/devices = %q (%v), want major 234 for nvidia-caps-imex-channels", devices, err)
+	}
+	if ents, err := os.ReadDir(filepath.Join(root, "dev/nvidia-caps-imex-channels")); err == nil && len(ents) > 0 {
+		t.Errorf("channel nodes %v, want none", ents)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/nvidia-imex/nodes_config.cfg")); err != nil {
+		t.Errorf("IMEX node list: %v, want the base's", err)
+	}
+}
+
+// TestIMEXFaultOnBaseWithout: an imex fault on a base without imex starts
+// from none; set fields only.
+func TestIMEXFaultOnBaseWithout(t *testing.T) {
+	spec := strings.Replace(faulty, "  rdma_ports:", "  imex: {major: 500, node_major: 499, channels: [0, 1]}\n  rdma_ports:", 1)
+	s, err := Parse("faulty.yaml", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&IMEX{Major: 500, NodeMajor: 499, Channels: []int{0, 1}}, s.IMEX); diff != "" {
+		t.Errorf("imex (-want +got):\n%s", diff)
+	}
+	spec = strings.Replace(faulty, "nvlinks_down: [5]", "fabric: {clique_id: 7}", 1)
+	if s, err = Parse("faulty.yaml", []byte(spec)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range s.Functions() {
+		if g := f.Device.GPU; g != nil && g.Index == 2 {
+			if diff := cmp.Diff(&GPUFabric{CliqueID: 7}, g.Fabric); diff != "" {
+				t.Errorf("GPU 2 fabric from none (-want +got):\n%s", diff)
+			}
+		}
 	}
 }

@@ -72,7 +72,9 @@ type Spec struct {
 	// three (/dev/root on /, sysfs, proc).
 	Mounts []Mount `yaml:"mounts"`
 	// RAID are md arrays of NVMe namespaces (sys/devices/virtual/block).
-	RAID   []RAID `yaml:"raid"`
+	RAID []RAID `yaml:"raid"`
+	// IMEX is the IMEX channel device and daemon; nil writes none.
+	IMEX   *IMEX  `yaml:"imex"`
 	Expect Expect `yaml:"expect"`
 	// Extends is the base machine of a spec written with `extends`
 	// (extends.go); "" for a full spec. Parse resolves it.
@@ -278,6 +280,11 @@ type GPU struct {
 	CPUAffinity string `yaml:"cpu_affinity"`
 	// Health overrides the GPU's healthy NVML health answers.
 	Health *GPUHealth `yaml:"health"`
+	// Fabric is the GPU's GetGpuFabricInfo_v4 beyond health's
+	// fabric_state and fabric_status: the NVLink domain and health mask.
+	Fabric *GPUFabric `yaml:"fabric"`
+	// Platform is GetPlatformInfo's answer; nil answers NOT_SUPPORTED.
+	Platform *GPUPlatform `yaml:"platform"`
 	// Lost makes DeviceGetHandleByIndex answer ERROR_GPU_IS_LOST: the GPU
 	// is still on the PCI bus, but NVML tells nothing more of it.
 	Lost bool `yaml:"lost"`
@@ -323,6 +330,43 @@ type GPUHealth struct {
 	FabricStatus   *int `yaml:"fabric_status"`
 	RecoveryAction *int `yaml:"recovery_action"` // FI_DEV_GET_GPU_RECOVERY_ACTION
 	PCIeReplay     *int `yaml:"pcie_replay"`     // GetPcieReplayCounter
+}
+
+// GPUFabric is a GPU's NVLink domain and fabric health (nvml.h
+// nvmlGpuFabricInfo_v4_t). State and status stay in GPUHealth.
+type GPUFabric struct {
+	ClusterUUID string `yaml:"cluster_uuid"` // canonical UUID form; "" all zeroes
+	CliqueID    uint32 `yaml:"clique_id"`
+	// HealthMask is healthMask as a number (NVML_GPU_FABRIC_HEALTH_MASK_*:
+	// 2-bit fields, 0 not supported, 1 true, 2 false).
+	HealthMask    uint32 `yaml:"health_mask"`
+	HealthSummary int    `yaml:"health_summary"` // 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity
+}
+
+// GPUPlatform is a GPU's rack position (nvmlPlatformInfo_v2_t).
+type GPUPlatform struct {
+	IBGUID        string `yaml:"ib_guid"` // hex, up to 16 bytes
+	ChassisSerial string `yaml:"chassis_serial"`
+	Slot          int    `yaml:"slot"`
+	Tray          int    `yaml:"tray"`
+	Host          int    `yaml:"host"`
+	PeerType      int    `yaml:"peer_type"`
+	Module        int    `yaml:"module"`
+}
+
+// IMEX is a machine's IMEX state: the driver's nvidia-caps-imex-channels
+// major in /proc/devices, the channel nodes and the IMEX daemon's config.
+type IMEX struct {
+	// Major is the driver's registered major; 0 registers none.
+	Major int `yaml:"major"`
+	// Channels are the channel numbers with a node, written as replayed
+	// nodes ("c MAJOR:N", docs/snapshot.md).
+	Channels []int `yaml:"channels"`
+	// NodeMajor is the nodes' major where it differs from Major (nodes
+	// left from an earlier boot); 0 is Major.
+	NodeMajor int `yaml:"node_major"`
+	// Peers are the IMEX node list's addresses; nil writes no IMEX config.
+	Peers []string `yaml:"peers"`
 }
 
 // validate checks the overrides' ranges.
