@@ -54,6 +54,8 @@ type Request struct {
 	// LookPath resolves Argv[0] in a PATH (bind.LookPath); nil leaves the
 	// command unresolved.
 	LookPath func(file, path string) (string, error)
+	// NoMNNVL sets NCCL_MNNVL_ENABLE=0 (exec --no-mnnvl, as env's).
+	NoMNNVL bool
 }
 
 // Plan is what exec applies and what --dry-run prints.
@@ -153,7 +155,7 @@ func (p *Plan) fromMap(n topology.Node, req Request, cpusGiven, memsGiven bool) 
 	rank := *p.Rank
 	lookup := envLookup(req.Environ)
 	cvd, hasCVD := lookup("CUDA_VISIBLE_DEVICES")
-	envReq := nccl.EnvRequest{Rank: &rank, RanksPerGPU: req.RanksPerGPU, TopoFile: n.TopoFile, Preset: lookup}
+	envReq := nccl.EnvRequest{Rank: &rank, RanksPerGPU: req.RanksPerGPU, TopoFile: n.TopoFile, Preset: lookup, NoMNNVL: req.NoMNNVL}
 	if hasCVD {
 		envReq.CUDAVisibleDevices = &cvd
 	}

@@ -90,3 +90,24 @@ func TestBuildFromMap(t *testing.T) {
 		t.Errorf("no node: %+v, %v", p, err)
 	}
 }
+
+// --no-mnnvl reaches the rank's environment as env's does.
+func TestBuildNoMNNVL(t *testing.T) {
+	n := dgx(t)
+	req := Request{Argv: []string{"python"}, Rank: intp(0), Mode: binding.ModeExclusive, Policy: bind.PolicyBind,
+		Allowed: n.CPU.Allowed, Nodes: cpuset.Of(0, 1)}
+	p, err := Build(&n, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := envValue(p.Env, "NCCL_MNNVL_ENABLE"); v != "" {
+		t.Errorf("NCCL_MNNVL_ENABLE=%q without --no-mnnvl", v)
+	}
+	req.NoMNNVL = true
+	if p, err = Build(&n, req); err != nil {
+		t.Fatal(err)
+	}
+	if v := envValue(p.Env, "NCCL_MNNVL_ENABLE"); v != "0" {
+		t.Errorf("NCCL_MNNVL_ENABLE=%q with --no-mnnvl, want 0", v)
+	}
+}

@@ -33,6 +33,7 @@ type execFlags struct {
 	noMem       bool
 	cpus        string
 	mems        string
+	noMNNVL     bool
 	dryRun      bool
 }
 
@@ -108,6 +109,7 @@ or --demo (another machine's files) exec runs only with --cpus and
 	fl.BoolVar(&f.noMem, "no-mem", false, "set no memory policy (first-touch allocation near the bound CPUs)")
 	fl.StringVar(&f.cpus, "cpus", "", `CPUs to bind to instead of the map's ("0-7,16"; numactl --physcpubind)`)
 	fl.StringVar(&f.mems, "mems", "", `NUMA nodes for the memory policy instead of the map's ("0"; numactl --membind)`)
+	fl.BoolVar(&f.noMNNVL, "no-mnnvl", false, "set NCCL_MNNVL_ENABLE=0: NCCL uses the network between nodes instead of multi-node NVLink (as env --no-mnnvl)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (rank, GPU, CPUs, nodes, policy, environment, command) and run nothing")
 	cmd.MarkFlagsMutuallyExclusive("membind", "preferred", "no-mem")
 	cmd.MarkFlagsMutuallyExclusive("mems", "no-mem")
@@ -129,7 +131,7 @@ func planExec(cmd *cobra.Command, g *globals, nf *nodeFlags, f *execFlags, args 
 		return nil, fmt.Errorf("--ranks-per-gpu %d: want 1 or more", f.ranksPerGPU)
 	}
 	req := launch.Request{Argv: args, Mode: mode, RanksPerGPU: f.ranksPerGPU, Policy: bind.PolicyBind,
-		Environ: os.Environ(), LookPath: bind.LookPath}
+		Environ: os.Environ(), LookPath: bind.LookPath, NoMNNVL: f.noMNNVL}
 	switch {
 	case f.preferred:
 		req.Policy = bind.PolicyPreferred
