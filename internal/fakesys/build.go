@@ -89,6 +89,9 @@ func buildTree(spec Spec) (*tree, *nvml.ReplayFile, error) {
 	if err := b.pci(); err != nil {
 		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
+	if err := b.amdgpu(); err != nil {
+		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
+	}
 	if err := b.storage(b.fnDirs); err != nil {
 		return nil, nil, fmt.Errorf("build %s: %w", spec.Name, err)
 	}

@@ -113,6 +113,9 @@ type CPU struct {
 	Allowed        string `yaml:"allowed"` // Cpus_allowed_list; default = online
 	// Hypervisor adds the "hypervisor" flag to /proc/cpuinfo (x86 VMs).
 	Hypervisor bool `yaml:"hypervisor"`
+	// MaxMHz is CPU 0's cpufreq maximum, which the KFD topology reports
+	// as max_engine_clk_ccompute; 0 (default): no cpufreq.
+	MaxMHz int `yaml:"max_mhz"`
 }
 
 // NUMA describes devices/system/node.
@@ -178,7 +181,10 @@ type Device struct {
 	NVMe *NVMe `yaml:"nvme"`
 	// ACS is a bridge's Access Control Services extended capability
 	// (config space 0x100); nil: the bridge has none.
-	ACS      *ACS     `yaml:"acs"`
+	ACS *ACS `yaml:"acs"`
+	// AMDGPU is an AMD Instinct function's KFD node and DRM entries
+	// (amdgpu.go); only on kind other with vendor 0x1002.
+	AMDGPU   *AMDGPU  `yaml:"amdgpu"`
 	Children []Device `yaml:"children"`
 }
 
@@ -686,6 +692,9 @@ func (s *Spec) Validate() error {
 		if _, err := filesFS.ReadFile(path.Join("testdata/files", f.Source)); err != nil || strings.Contains(f.Source, "/") {
 			return specErr("files: source %q is not a file of testdata/files", f.Source)
 		}
+	}
+	if err := s.validateAMDGPU(); err != nil {
+		return err
 	}
 	return s.validateStorage()
 }

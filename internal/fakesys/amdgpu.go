@@ -1,0 +1,957 @@
+package fakesys
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuaffinity/gpuaffinity/pci"
+)
+
+// AMDGPU is the amdgpu driver's view of an AMD Instinct function (kind
+// other, vendor 0x1002): its node in the KFD topology
+// (sys/class/kfd/kfd/topology) and its DRM and XGMI sysfs entries
+// (FORMAT.md, "AMD Instinct: KFD and DRM"). Only the gfx942 (MI300
+// series) layout in SPX/NPS1 is modelled.
+type AMDGPU struct {
+	// Index is the GPU's probe order among the amdgpu blocks, 0..n-1: its
+	// KFD node is the CPU node count + Index, and the default DRM minors
+	// follow it.
+	Index int `yaml:"index"`
+	// GFX is the target name; only gfx942 is modelled.
+	GFX string `yaml:"gfx"`
+	// GFXTargetVersion is KFD's gfx_target_version; default from GFX
+	// (gfx942: 90402). When given it must agree with GFX.
+	GFXTargetVersion int `yaml:"gfx_target_version"`
+	// SIMDCount is KFD's simd_count: 4 SIMDs per CU (MI300X: 304 CUs,
+	// 1216). Required.
+	SIMDCount int `yaml:"simd_count"`
+	// NumXCC is the number of XCDs the node holds (num_xcc); default 1.
+	NumXCC int `yaml:"num_xcc"`
+	// VRAMGiB is the HBM size: the node's mem_banks/0 and its gpu_id.
+	// Required.
+	VRAMGiB float64 `yaml:"vram_gib"`
+	// RenderMinor is the renderD minor (KFD drm_render_minor); default
+	// 128 + the drm_nodes of the GPUs of lower index.
+	RenderMinor *int `yaml:"render_minor"`
+	// Card is the primary DRM minor (cardN); default render_minor - 128.
+	Card *int `yaml:"card"`
+	// DRMNodes is how many DRM devices the driver registers for the GPU:
+	// 1 (default), or 8 on MI300 (its own and 7 spare XCP platform
+	// devices for compute partitions, which take the next minors).
+	DRMNodes int `yaml:"drm_nodes"`
+	// GPUID is KFD's gpu_id; default the kernel's CRC16 of the function
+	// (kfd_generate_gpu_id).
+	GPUID *int `yaml:"gpu_id"`
+	// UniqueID is KFD's unique_id (64-bit, decimal or 0x hex); default
+	// made up from the bus id.
+	UniqueID string `yaml:"unique_id"`
+	// XGMIHive is the XGMI hive id (64-bit, decimal or 0x hex, nonzero);
+	// "" for a GPU in no hive (no XGMI files, no XGMI links).
+	XGMIHive string `yaml:"xgmi_hive"`
+	// XGMIDeviceID is the GPU's XGMI node id (xgmi_device_id); default
+	// made up from the bus id. Only with xgmi_hive.
+	XGMIDeviceID string `yaml:"xgmi_device_id"`
+	// XGMIPhysicalID is xgmi_physical_id; default the GPU's position in
+	// its hive (0-based, index order). Only with xgmi_hive.
+	XGMIPhysicalID *int `yaml:"xgmi_physical_id"`
+	// XGMIPeers are the hive members this GPU has a direct link to (1
+	// hop): "all" (default with xgmi_hive) or a list of indexes; other
+	// members are as many hops away as the shortest path through direct
+	// links.
+	XGMIPeers XGMIPeers `yaml:"xgmi_peers"`
+	// ComputePartition is current_compute_partition; "" writes none.
+	// Only SPX is modelled.
+	ComputePartition string `yaml:"compute_partition"`
+	// MemoryPartition is current_memory_partition; "" writes none. Only
+	// NPS1 is modelled.
+	MemoryPartition string `yaml:"memory_partition"`
+}
+
+// XGMIPeers is "all" or a list of GPU indexes.
+type XGMIPeers struct {
+	All     bool
+	Indexes []int
+	Set     bool // given in the spec
+}
+
+// UnmarshalYAML reads the word "all" or a sequence of indexes.
+func (p *XGMIPeers) UnmarshalYAML(n *yaml.Node) error {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Value == "all":
+		*p = XGMIPeers{All: true, Set: true}
+		return nil
+	case n.Kind == yaml.SequenceNode:
+		var idx []int
+		if err := n.Decode(&idx); err != nil {
+			return fmt.Errorf("line %d: xgmi_peers: %w", n.Line, err)
+		}
+		*p = XGMIPeers{Indexes: idx, Set: true}
+		return nil
+	}
+	return fmt.Errorf("line %d: xgmi_peers: want all or a list of GPU indexes", n.Line)
+}
+
+// The gfx942 (MI300) node layout KFD reports in SPX mode, per XCC where
+// so noted (amdgpu's gfx_v9_4_3 configuration as KFD prints it).
+const (
+	amdVendor            = 0x1002
+	gfx942Target         = 90402
+	gfx942SIMDPerCU      = 4
+	gfx942ArraysPerXCC   = 4  // max_sh_per_se (1) x max_shader_engines (4)
+	gfx942CUPerArray     = 10 // max_cu_per_sh: 40 CUs per XCD, 38 enabled on MI300X
+	gfx942MaxWaves       = 8
+	gfx942LDSKiB         = 64
+	gfx942NumGWS         = 64
+	gfx942Wave           = 64
+	gfx942ScratchSlots   = 32
+	gfx942SDMAPCIe       = 2  // num_sdma_engines
+	gfx942SDMAXGMI       = 14 // num_sdma_xgmi_engines
+	gfx942SDMAQueues     = 8
+	gfx942CPQueues       = 24
+	gfx942EngineClkMHz   = 2100 // MI300X peak engine clock
+	gfx942VRAMWidth      = 8192 // 8 HBM3 stacks x 1024 bits
+	gfx942MemClkMHz      = 1300
+	gfx942XGMILinkMBytes = 64000 // one link: 32 Gb/s x 16 lanes / 8
+	kfdGPUProcessorBase  = 0x80001000
+)
+
+// kfd io_link types and flags (kfd_crat.h) and weights (kfd_crat.c).
+const (
+	kfdLinkHT   = 1  // CRAT_IOLINK_TYPE_HYPERTRANSPORT: AMD CPU to CPU
+	kfdLinkPCIe = 2  // CRAT_IOLINK_TYPE_PCIEXPRESS
+	kfdLinkQPI  = 5  // CRAT_IOLINK_TYPE_QPI_1_1: Intel CPU to CPU
+	kfdLinkXGMI = 11 // CRAT_IOLINK_TYPE_XGMI
+
+	kfdFlagEnabled     = 1 << 0 // CRAT_IOLINK_FLAGS_ENABLED
+	kfdFlagNonCoherent = 1 << 1 // CRAT_IOLINK_FLAGS_NON_COHERENT
+
+	kfdWeightPCIe = 20 // kfd_parse_subtype_iolink
+	kfdWeightXGMI = 15 // KFD_CRAT_XGMI_WEIGHT, times the hops
+)
+
+// recSDMAEngine is kfd_topology.c rec_sdma_eng_map: the recommended XGMI
+// SDMA engine from one physical node of an 8-GPU hive to another.
+var recSDMAEngine = [8][8]int{
+	{-1, 14, 12, 2, 4, 8, 10, 6},
+	{14, -1, 2, 10, 8, 4, 6, 12},
+	{10, 2, -1, 12, 14, 6, 4, 8},
+	{2, 12, 10, -1, 6, 14, 8, 4},
+	{4, 8, 14, 6, -1, 10, 12, 2},
+	{8, 4, 6, 14, 12, -1, 2, 10},
+	{10, 6, 4, 8, 12, 2, -1, 14},
+	{6, 12, 8, 4, 2, 10, 14, -1},
+}
+
+// parseU64 reads a 64-bit id given in decimal or 0x hex.
+func parseU64(s string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a 64-bit number (decimal or 0x hex)", s)
+	}
+	return v, nil
+}
+
+// gfxTarget is the gfx_target_version a target name stands for
+// ("gfx942" -> 90402: major, then minor and stepping as hex digits).
+func gfxTarget(name string) (int, bool) {
+	s, ok := strings.CutPrefix(name, "gfx")
+	if !ok || len(s) < 3 {
+		return 0, false
+	}
+	major, err := strconv.Atoi(s[:len(s)-2])
+	minor, err1 := strconv.ParseUint(s[len(s)-2:len(s)-1], 16, 8)
+	step, err2 := strconv.ParseUint(s[len(s)-1:], 16, 8)
+	if err != nil || err1 != nil || err2 != nil || major <= 0 {
+		return 0, false
+	}
+	return major*10000 + int(minor)*100 + int(step), true
+}
+
+// amdEntry is one amdgpu block with its function.
+type amdEntry struct {
+	addr bdf
+	dev  *Device
+	numa int
+}
+
+// amdEntries lists the spec's amdgpu blocks in index order.
+func (s *Spec) amdEntries() []amdEntry {
+	var out []amdEntry
+	for _, fn := range s.Functions() {
+		if fn.Device.AMDGPU != nil {
+			a, _ := parseBDF(fn.BDF)
+			out = append(out, amdEntry{addr: a, dev: fn.Device, numa: fn.NUMA})
+		}
+	}
+	slices.SortStableFunc(out, func(x, y amdEntry) int { return x.dev.AMDGPU.Index - y.dev.AMDGPU.Index })
+	return out
+}
+
+// validateAMDGPU checks the amdgpu blocks: each field on its own, then
+// across GPUs (indexes, DRM minors, gpu_ids, hives and their links), and
+// that the machine's NUMA layout is one KFD can number.
+func (s *Spec) validateAMDGPU() error {
+	ents := s.amdEntries()
+	if len(ents) == 0 {
+		return nil
+	}
+	for i, n := range s.NUMA.Nodes {
+		if n.ID != i || (n.Socket == nil && n.CPUs == "") {
+			return specErr("amdgpu: the KFD topology needs NUMA nodes 0..n-1 that all have CPUs; node %d does not fit", n.ID)
+		}
+	}
+	if s.CPU.MaxMHz < 0 {
+		return specErr("cpu.max_mhz %d: want 0 or more", s.CPU.MaxMHz)
+	}
+	hives := map[uint64][]amdEntry{}
+	for i, e := range ents {
+		g, a, d := e.dev.AMDGPU, e.addr, e.dev
+		if g.Index != i {
+			return specErr("amdgpu indexes must be 0..%d; %d is missing", len(ents)-1, i)
+		}
+		if d.Kind != KindOther {
+			return specErr("device %s: amdgpu block on kind %s; an AMD GPU is kind other", a, d.Kind)
+		}
+		if v, _ := parseHex(cmpOr(d.Vendor, "0x0000")); v != amdVendor {
+			return specErr("device %s: amdgpu block needs vendor \"0x1002\"", a)
+		}
+		field := func(f string, format string, args ...any) error {
+			return specErr("device %s: amdgpu.%s: %s", a, f, fmt.Sprintf(format, args...))
+		}
+		want, ok := gfxTarget(g.GFX)
+		if !ok || want != gfx942Target {
+			return field("gfx", "%q: only gfx942 (MI300 series) is modelled", g.GFX)
+		}
+		if g.GFXTargetVersion != 0 && g.GFXTargetVersion != want {
+			return field("gfx_target_version", "%d does not match gfx %s (%d)", g.GFXTargetVersion, g.GFX, want)
+		}
+		xcc := max(g.NumXCC, 1)
+		if g.NumXCC < 0 || g.NumXCC > 8 {
+			return field("num_xcc", "%d: want 1..8", g.NumXCC)
+		}
+		per := gfx942SIMDPerCU * xcc
+		if g.SIMDCount <= 0 || g.SIMDCount%per != 0 || g.SIMDCount/per > gfx942ArraysPerXCC*gfx942CUPerArray {
+			return field("simd_count", "%d: want %d SIMDs per CU for up to %d CUs per XCC (%d XCCs)", g.SIMDCount, gfx942SIMDPerCU, gfx942ArraysPerXCC*gfx942CUPerArray, xcc)
+		}
+		if g.VRAMGiB <= 0 || g.VRAMGiB > 1<<20 {
+			return field("vram_gib", "%v: want a positive size", g.VRAMGiB)
+		}
+		if g.DRMNodes < 0 || g.DRMNodes > 8 {
+			return field("drm_nodes", "%d: want 1..8", g.DRMNodes)
+		}
+		if g.RenderMinor != nil && (*g.RenderMinor < 128 || *g.RenderMinor > 1<<20) {
+			return field("render_minor", "%d: render minors start at 128", *g.RenderMinor)
+		}
+		if g.Card != nil && (*g.Card < 0 || *g.Card > 1<<20) {
+			return field("card", "%d: want 0 or more", *g.Card)
+		}
+		if g.GPUID != nil && (*g.GPUID < 1 || *g.GPUID > 0xffff) {
+			return field("gpu_id", "%d: want 1..65535 (KFD's 16-bit id)", *g.GPUID)
+		}
+		if g.UniqueID != "" {
+			if _, err := parseU64(g.UniqueID); err != nil {
+				return field("unique_id", "%v", err)
+			}
+		}
+		switch g.ComputePartition {
+		case "", "SPX":
+		case "DPX", "TPX", "QPX", "CPX":
+			return field("compute_partition", "%s: only SPX (one KFD node per GPU) is modelled", g.ComputePartition)
+		default:
+			return field("compute_partition", "%q: want SPX", g.ComputePartition)
+		}
+		switch g.MemoryPartition {
+		case "", "NPS1":
+		case "NPS2", "NPS4", "NPS8":
+			return field("memory_partition", "%s: only NPS1 is modelled", g.MemoryPartition)
+		default:
+			return field("memory_partition", "%q: want NPS1", g.MemoryPartition)
+		}
+		if g.XGMIHive == "" {
+			if g.XGMIDeviceID != "" || g.XGMIPhysicalID != nil || g.XGMIPeers.Set {
+				return field("xgmi_hive", "xgmi_device_id, xgmi_physical_id and xgmi_peers need a hive")
+			}
+			continue
+		}
+		h, err := parseU64(g.XGMIHive)
+		if err != nil || h == 0 {
+			return field("xgmi_hive", "%q: want a nonzero 64-bit id (decimal or 0x hex)", g.XGMIHive)
+		}
+		if g.XGMIDeviceID != "" {
+			if _, err := parseU64(g.XGMIDeviceID); err != nil {
+				return field("xgmi_device_id", "%v", err)
+			}
+		}
+		if g.XGMIPhysicalID != nil && (*g.XGMIPhysicalID < 0 || *g.XGMIPhysicalID > 255) {
+			return field("xgmi_physical_id", "%d: want 0..255", *g.XGMIPhysicalID)
+		}
+		hives[h] = append(hives[h], e)
+	}
+	// DRM minors: each GPU's range [minor, minor+drm_nodes) is its own.
+	cards, renders := map[int]string{}, map[int]string{}
+	ids := map[int]string{}
+	for _, e := range ents {
+		m := amdMinors(ents, e.dev.AMDGPU.Index)
+		for j := range m.nodes {
+			if o, ok := cards[m.card+j]; ok {
+				return specErr("device %s: amdgpu.card: minor %d is %s's too", e.addr, m.card+j, o)
+			}
+			if o, ok := renders[m.render+j]; ok {
+				return specErr("device %s: amdgpu.render_minor: renderD%d is %s's too", e.addr, m.render+j, o)
+			}
+			cards[m.card+j], renders[m.render+j] = e.addr.String(), e.addr.String()
+		}
+		if id := e.dev.AMDGPU.GPUID; id != nil {
+			if o, ok := ids[*id]; ok {
+				return specErr("device %s: amdgpu.gpu_id %d is %s's too", e.addr, *id, o)
+			}
+			ids[*id] = e.addr.String()
+		}
+	}
+	for _, members := range hives {
+		if _, err := hiveHops(members); err != nil {
+			return err
+		}
+		devIDs, phys := map[uint64]string{}, map[int]string{}
+		for p, e := range members {
+			id, ph := xgmiIDs(e, p)
+			if o, ok := devIDs[id]; ok {
+				return specErr("device %s: amdgpu.xgmi_device_id %d is %s's too", e.addr, id, o)
+			}
+			if o, ok := phys[ph]; ok {
+				return specErr("device %s: amdgpu.xgmi_physical_id %d is %s's too", e.addr, ph, o)
+			}
+			devIDs[id], phys[ph] = e.addr.String(), e.addr.String()
+		}
+	}
+	return nil
+}
+
+// amdDRM is a GPU's DRM minors: the primary (card) and render minors of
+// its own device, then of its spare XCP devices.
+type amdDRM struct{ card, render, nodes int }
+
+// amdMinors is GPU index's DRM minors; by default each GPU takes the
+// minors after those of the GPUs of lower index, as probing assigns them.
+func amdMinors(ents []amdEntry, index int) amdDRM {
+	base := 0
+	for _, e := range ents {
+		g := e.dev.AMDGPU
+		n := max(g.DRMNodes, 1)
+		if g.Index == index {
+			m := amdDRM{card: base, render: 128 + base, nodes: n}
+			if g.RenderMinor != nil {
+				m.render = *g.RenderMinor
+				m.card = *g.RenderMinor - 128
+			}
+			if g.Card != nil {
+				m.card = *g.Card
+			}
+			return m
+		}
+		base += n
+	}
+	return amdDRM{}
+}
+
+// xgmiIDs is a hive member's XGMI device id and physical id; p is its
+// position in the hive (index order).
+func xgmiIDs(e amdEntry, p int) (uint64, int) {
+	g := e.dev.AMDGPU
+	id := fnv64("xgmi:" + e.addr.String())
+	if g.XGMIDeviceID != "" {
+		id, _ = parseU64(g.XGMIDeviceID)
+	}
+	ph := p
+	if g.XGMIPhysicalID != nil {
+		ph = *g.XGMIPhysicalID
+	}
+	return id, ph
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// hiveHops is the hop count between the members of one hive (by
+// position): 1 for direct peers, else the shortest path through direct
+// links. Peers must be members, listed both ways, and every member must
+// reach every other.
+func hiveHops(members []amdEntry) ([][]int, error) {
+	pos := map[int]int{}
+	for p, e := range members {
+		pos[e.dev.AMDGPU.Index] = p
+	}
+	n := len(members)
+	adj := make([][]bool, n)
+	for p := range adj {
+		adj[p] = make([]bool, n)
+	}
+	for p, e := range members {
+		g := e.dev.AMDGPU
+		if !g.XGMIPeers.Set || g.XGMIPeers.All {
+			for q := range n {
+				adj[p][q] = q != p
+			}
+			continue
+		}
+		for _, idx := range g.XGMIPeers.Indexes {
+			q, ok := pos[idx]
+			if !ok || q == p {
+				return nil, specErr("device %s: amdgpu.xgmi_peers: %d is not another GPU of its hive", e.addr, idx)
+			}
+			adj[p][q] = true
+		}
+	}
+	for p := range n {
+		for q := range n {
+			if adj[p][q] != adj[q][p] {
+				a, b := members[p], members[q]
+				if !adj[p][q] {
+					a, b = b, a
+				}
+				return nil, specErr("device %s: amdgpu.xgmi_peers: links GPU %d, which does not list GPU %d back", a.addr, b.dev.AMDGPU.Index, a.dev.AMDGPU.Index)
+			}
+		}
+	}
+	hops := make([][]int, n)
+	for p := range n {
+		hops[p] = make([]int, n)
+		for q := range hops[p] {
+			hops[p][q] = -1
+		}
+		hops[p][p] = 0
+		queue := []int{p}
+		for len(queue) > 0 {
+			c := queue[0]
+			queue = queue[1:]
+			for q := range n {
+				if adj[c][q] && hops[p][q] < 0 {
+					hops[p][q] = hops[p][c] + 1
+					queue = append(queue, q)
+				}
+			}
+		}
+		for q := range n {
+			if hops[p][q] < 0 {
+				return nil, specErr("device %s: amdgpu.xgmi_peers: GPU %d of the hive cannot be reached over XGMI", members[p].addr, members[q].dev.AMDGPU.Index)
+			}
+			if hops[p][q] > 7 {
+				return nil, specErr("device %s: amdgpu.xgmi_peers: GPU %d is %d hops away; the XGMI TA counts at most 7", members[p].addr, members[q].dev.AMDGPU.Index, hops[p][q])
+			}
+		}
+	}
+	return hops, nil
+}
+
+// crc16 is the kernel's crc16 (lib/crc16.c: CRC-16/ARC, polynomial 0x8005
+// reflected, the caller's initial value).
+func crc16(crc uint16, data []byte) uint16 {
+	for _, b := range data {
+		crc ^= uint16(b)
+		for range 8 {
+			if crc&1 != 0 {
+				crc = crc>>1 ^ 0xa001
+			} else {
+				crc >>= 1
+			}
+		}
+	}
+	return crc
+}
+
+// kfdLink is one io_link or p2p_link (kfd_iolink_properties).
+type kfdLink struct {
+	typ, from, to, weight    int
+	minBW, maxBW, rec, flags uint32
+}
+
+// kfdNode is one KFD topology node; gpu is nil for a CPU node.
+type kfdNode struct {
+	numa     int // CPU node: its NUMA node
+	gpu      *amdGPUNode
+	io, p2p  []*kfdLink
+	memBytes uint64
+	cpus     int // cpu_cores_count
+	cpuBase  int // cpu_core_id_base
+}
+
+// amdGPUNode is what the KFD tree needs of an amdgpu function.
+type amdGPUNode struct {
+	amdEntry
+	dir        string
+	gpuID      int
+	hive       uint64
+	hivePos    int // position in its hive
+	hiveSize   int
+	physID     int
+	hops       []int // to the hive's members, by position
+	devID      uint64
+	uniqueID   uint64
+	drm        amdDRM
+	pcieMaxBW  uint32
+	vramBytes  uint64
+	node       int // KFD node id
+	simdIDBase uint32
+}
+
+// amdgpu writes the KFD topology (kfd_topology.c, kfd_crat.c) and the DRM
+// and XGMI entries (drm_sysfs.c, amdgpu_xgmi.c, amdgpu_xcp_drv.c) of the
+// spec's amdgpu blocks; nothing without one.
+func (b *builder) amdgpu() error {
+	ents := b.s.amdEntries()
+	if len(ents) == 0 {
+		return nil
+	}
+	gpus, err := b.amdGPUNodes(ents)
+	if err != nil {
+		return err
+	}
+	nodes := b.kfdTopology(gpus)
+	b.writeKFD(nodes)
+	b.writeDRM(gpus)
+	return nil
+}
+
+// amdGPUNodes resolves each GPU's ids, DRM minors and hive.
+func (b *builder) amdGPUNodes(ents []amdEntry) ([]*amdGPUNode, error) {
+	ncpu := len(b.s.NUMA.Nodes)
+	var gpus []*amdGPUNode
+	hives := map[uint64][]amdEntry{}
+	for _, e := range ents {
+		if h := e.dev.AMDGPU.XGMIHive; h != "" {
+			v, _ := parseU64(h)
+			hives[v] = append(hives[v], e)
+		}
+	}
+	used := map[int]bool{} // ids taken: every explicit one, then each made
+	for _, e := range ents {
+		if id := e.dev.AMDGPU.GPUID; id != nil {
+			used[*id] = true
+		}
+	}
+	for i, e := range ents {
+		g := e.dev.AMDGPU
+		dir, ok := b.fnDirs[e.addr.String()]
+		if !ok {
+			return nil, fmt.Errorf("%w: amdgpu %s: no PCI function", ErrSpec, e.addr)
+		}
+		n := &amdGPUNode{amdEntry: e, dir: dir, node: ncpu + i, drm: amdMinors(ents, g.Index)}
+		n.vramBytes = uint64(g.VRAMGiB * (1 << 30))
+		n.simdIDBase = kfdGPUProcessorBase + uint32(i*gfx942ArraysPerXCC*gfx942CUPerArray)
+		n.uniqueID = fnv64("unique:" + e.addr.String())
+		if g.UniqueID != "" {
+			n.uniqueID, _ = parseU64(g.UniqueID)
+		}
+		_, _, _, _, link := b.kindDefaults(e.dev)
+		if link != nil {
+			n.pcieMaxBW = pcieMBytes(link.MaxWidth, link.MaxSpeed)
+		}
+		if g.XGMIHive != "" {
+			n.hive, _ = parseU64(g.XGMIHive)
+			members := hives[n.hive]
+			hops, _ := hiveHops(members) // checked by Validate
+			for p, m := range members {
+				if m.addr == e.addr {
+					n.hivePos, n.hops = p, hops[p]
+					n.devID, n.physID = xgmiIDs(m, p)
+				}
+			}
+			n.hiveSize = len(members)
+		}
+		n.gpuID = b.kfdGPUID(n, used)
+		used[n.gpuID] = true
+		gpus = append(gpus, n)
+	}
+	return gpus, nil
+}
+
+// kfdGPUID is kfd_generate_gpu_id: the CRC16 of the function's devfn,
+// subsystem ids, domain, device id, bus, VRAM size and XCC mask, 16 bits,
+// moved on past 0 and past the ids of GPUs added before it.
+func (b *builder) kfdGPUID(n *amdGPUNode, used map[int]bool) int {
+	g := n.dev.AMDGPU
+	if g.GPUID != nil {
+		return *g.GPUID
+	}
+	vendor, device, _, _, _ := b.kindDefaults(n.dev)
+	v, _ := parseHex(vendor)
+	dv, _ := parseHex(device)
+	subv, subd := v, dv
+	if n.dev.SubsystemVendor != "" {
+		subv, _ = parseHex(n.dev.SubsystemVendor)
+	}
+	if n.dev.SubsystemDevice != "" {
+		subd, _ = parseHex(n.dev.SubsystemDevice)
+	}
+	xcc := uint32(max(g.NumXCC, 1))
+	words := []uint32{
+		uint32(n.addr.Dev<<3 | n.addr.Fn), subv | subd<<16, uint32(n.addr.Domain), dv,
+		uint32(n.addr.Bus), uint32(n.vramBytes), uint32(n.vramBytes >> 32), 0 | xcc<<16,
+	}
+	buf := make([]byte, 0, 32)
+	for _, w := range words {
+		buf = append(buf, byte(w), byte(w>>8), byte(w>>16), byte(w>>24))
+	}
+	id := int(crc16(0, buf))
+	for id == 0 || used[id] {
+		id = (id + 1) & 0xffff
+	}
+	return id
+}
+
+// pcieMBytes is amdgpu_amdkfd_get_pcie_bandwidth_mbytes for a link of
+// that width and speed: lanes x the generation's Mb/s, in MB/s.
+func pcieMBytes(width int, speed string) uint32 {
+	mbits := map[int]int{1: 2500, 2: 5000, 3: 8000, 4: 16000, 5: 32000}[pci.Gen(speed)]
+	return uint32(width * mbits / 8)
+}
+
+// kfdTopology builds the KFD node list as the kernel does: the CPU nodes
+// of the virtual CRAT (kfd_create_vcrat_image_cpu), then each GPU added in
+// order (kfd_topology_add_device): its PCIe link to its NUMA node and XGMI
+// links to the hive members added before it, each with the reverse link
+// on the far node (kfd_parse_subtype_iolink), the indirect p2p links
+// through the other CPU nodes (kfd_create_indirect_link_prop) and to
+// GPUs outside its hive (kfd_add_peer_prop), then the links' flags and
+// recommended SDMA engines (kfd_fill_iolink_non_crat_info).
+func (b *builder) kfdTopology(gpus []*amdGPUNode) []*kfdNode {
+	s, l := b.s, b.l
+	var nodes []*kfdNode
+	cpuType := kfdLinkQPI
+	if s.CPU.Vendor == "AuthenticAMD" {
+		cpuType = kfdLinkHT
+	}
+	for i, nd := range s.NUMA.Nodes {
+		cpus := l.nodeCPUs[nd.ID].Intersect(l.online).CPUs()
+		n := &kfdNode{numa: nd.ID, memBytes: uint64(nd.MemoryGiB * (1 << 30)), cpus: len(cpus)}
+		if len(cpus) > 0 {
+			n.cpuBase = cpus[0]
+		}
+		if s.CPU.Arch != "aarch64" { // CPU links are x86_64 only
+			for j := range s.NUMA.Nodes {
+				if j != i {
+					n.io = append(n.io, &kfdLink{typ: cpuType, from: i, to: j, weight: l.distances[i][j]})
+				}
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	ncpu := len(nodes)
+	for _, g := range gpus {
+		k := g.node
+		n := &kfdNode{gpu: g}
+		nodes = append(nodes, n)
+		cpu := max(g.numa, 0)
+		up := &kfdLink{typ: kfdLinkPCIe, from: k, to: cpu, weight: kfdWeightPCIe, minBW: 2500 / 8, maxBW: g.pcieMaxBW}
+		n.io = append(n.io, up)
+		// Large BAR (all of VRAM visible): the CPU gets the reverse link.
+		down := *up
+		down.from, down.to = cpu, k
+		nodes[cpu].io = append(nodes[cpu].io, &down)
+		for _, p := range gpus[:k-ncpu] {
+			if g.hive == 0 || p.hive != g.hive {
+				continue
+			}
+			hops := g.hops[p.hivePos]
+			x := &kfdLink{typ: kfdLinkXGMI, from: k, to: p.node, weight: kfdWeightXGMI * hops}
+			if hops == 1 {
+				x.minBW, x.maxBW = gfx942XGMILinkMBytes, gfx942XGMILinkMBytes
+			}
+			n.io = append(n.io, x)
+			r := *x
+			r.from, r.to = p.node, k
+			nodes[p.node].io = append(nodes[p.node].io, &r)
+		}
+		b.kfdP2P(nodes, n, cpu, ncpu)
+		kfdFill(nodes, n)
+	}
+	return nodes
+}
+
+// kfdP2P adds the new GPU node n's p2p links: through every other CPU node
+// (weight of its PCIe link plus the CPU-to-CPU link), both ways on a
+// large-BAR GPU; and with every GPU added before it outside its hive
+// (CONFIG_HSA_AMD_P2P): the two PCIe weights, plus the CPU link when they
+// hang off different CPUs. Copies carry the fields of the link they are
+// made from at that moment, as kfd_topology.c's memcpy does.
+func (b *builder) kfdP2P(nodes []*kfdNode, n *kfdNode, cpu, ncpu int) {
+	k := n.gpu.node
+	up := n.io[0]
+	cpuLink := func(from, to int) *kfdLink {
+		for _, l := range nodes[from].io {
+			if l.to == to {
+				return l
+			}
+		}
+		return nil
+	}
+	for i := range ncpu {
+		if i == cpu {
+			continue
+		}
+		c := cpuLink(i, cpu)
+		if c == nil {
+			break // no CPU links (not x86_64): the kernel gives up here
+		}
+		p := *up
+		p.weight = up.weight + c.weight
+		p.minBW, p.maxBW = min(up.minBW, c.minBW), min(up.maxBW, c.maxBW)
+		p.from, p.to = k, i
+		n.p2p = append(n.p2p, &p)
+		r := p
+		r.from, r.to = i, k
+		nodes[i].p2p = append(nodes[i].p2p, &r)
+	}
+	for d, old := range nodes[:k] {
+		if old.gpu == nil || (old.gpu.hive != 0 && old.gpu.hive == n.gpu.hive) {
+			continue
+		}
+		peer := func(l1, l2 *kfdLink, from, to int) *kfdLink {
+			p := *l1
+			p.weight = l1.weight + l2.weight
+			p.minBW, p.maxBW = min(l1.minBW, l2.minBW), l2.maxBW
+			if l1.to != l2.to {
+				if c := cpuLink(l1.to, l2.to); c != nil {
+					p.weight += c.weight
+					p.minBW, p.maxBW = min(p.minBW, c.minBW), min(p.maxBW, c.maxBW)
+				}
+			}
+			p.from, p.to = from, to
+			return &p
+		}
+		old.p2p = append(old.p2p, peer(up, old.io[0], d, k))
+		n.p2p = append(n.p2p, peer(old.io[0], up, k, d))
+	}
+}
+
+// kfdFill is kfd_fill_iolink_non_crat_info for the new GPU node n: its
+// links are enabled (PCIe atomics supported), each link's reverse on the
+// far node too; a PCIe link into a CPU node, and PCIe between GPUs, is
+// non-coherent; io links get their recommended SDMA engines.
+func kfdFill(nodes []*kfdNode, n *kfdNode) {
+	fill := func(outs []*kfdLink, far func(*kfdNode) []*kfdLink, rec bool) {
+		for _, out := range outs {
+			out.flags = kfdFlagEnabled
+			peer := nodes[out.to]
+			for _, in := range far(peer) {
+				if in.to != out.from {
+					continue
+				}
+				in.flags = kfdFlagEnabled
+				if in.typ == kfdLinkPCIe {
+					in.flags |= kfdFlagNonCoherent
+					if peer.gpu != nil {
+						out.flags |= kfdFlagNonCoherent
+					}
+				}
+				if rec {
+					kfdRecSDMA(n.gpu, peer, out, in)
+				}
+			}
+		}
+	}
+	fill(n.io, func(x *kfdNode) []*kfdLink { return x.io }, true)
+	fill(n.p2p, func(x *kfdNode) []*kfdLink { return x.p2p }, false)
+}
+
+// kfdRecSDMA is kfd_set_recommended_sdma_engines: between the GPUs of a
+// full 8-GPU hive in SPX, one XGMI SDMA engine from rec_sdma_eng_map;
+// otherwise every PCIe SDMA engine, or every XGMI one on an XGMI link to
+// a GPU.
+func kfdRecSDMA(g *amdGPUNode, to *kfdNode, out, in *kfdLink) {
+	if to.gpu != nil && g.hiveSize == 8 && g.physID < 8 && to.gpu.physID < 8 {
+		out.rec = 1 << recSDMAEngine[g.physID][to.gpu.physID]
+		in.rec = 1 << recSDMAEngine[to.gpu.physID][g.physID]
+		return
+	}
+	n, off := gfx942SDMAPCIe, 0
+	if out.typ == kfdLinkXGMI && to.gpu != nil {
+		n, off = gfx942SDMAXGMI, gfx942SDMAPCIe
+	}
+	for i := range n {
+		out.rec |= 1 << (i + off)
+		in.rec |= 1 << (i + off)
+	}
+}
+
+const kfdDir = "sys/devices/virtual/kfd/kfd"
+
+// writeKFD writes the topology under the kfd device (sys/class/kfd/kfd
+// links to it): system_properties, generation_id (1 at init, one more per
+// GPU added) and nodes/<N>/ with gpu_id, name, properties (node_show's
+// order), mem_banks, io_links, p2p_links and empty caches and perf.
+func (b *builder) writeKFD(nodes []*kfdNode) {
+	t := b.t
+	top := kfdDir + "/topology"
+	t.link("sys/class/kfd/kfd", kfdDir)
+	t.link(kfdDir+"/subsystem", "sys/class/kfd")
+	ngpu := 0
+	for _, n := range nodes {
+		if n.gpu != nil {
+			ngpu++
+		}
+	}
+	t.attr(top+"/generation_id", itoa(1+ngpu))
+	// The DSDT's OEM ids, 0 where the kernel found none.
+	t.raw(top+"/system_properties", []byte("platform_oem 0\nplatform_id 0\nplatform_rev 0\n"))
+	clk := b.s.CPU.MaxMHz
+	for id, n := range nodes {
+		d := top + "/nodes/" + itoa(id)
+		t.dir(d + "/caches")
+		t.dir(d + "/perf")
+		t.dir(d + "/io_links")
+		t.dir(d + "/p2p_links")
+		g := n.gpu
+		var w strings.Builder
+		prop := func(k string, v uint64) { fmt.Fprintf(&w, "%s %d\n", k, v) }
+		u := func(v int) uint64 { return uint64(v) }
+		if g == nil {
+			t.attr(d+"/gpu_id", "0")
+			t.attr(d+"/name", "")
+			prop("cpu_cores_count", u(n.cpus))
+			prop("simd_count", 0)
+			prop("mem_banks_count", 1)
+			prop("caches_count", 0)
+			prop("io_links_count", u(len(n.io)))
+			prop("p2p_links_count", u(len(n.p2p)))
+			prop("cpu_core_id_base", u(n.cpuBase))
+			for _, k := range []string{"simd_id_base", "max_waves_per_simd", "lds_size_in_kb", "gds_size_in_kb",
+				"num_gws", "wave_front_size", "array_count", "simd_arrays_per_engine", "cu_per_simd_array",
+				"simd_per_cu", "max_slots_scratch_cu", "gfx_target_version", "vendor_id", "device_id",
+				"location_id", "domain", "drm_render_minor", "hive_id", "num_sdma_engines",
+				"num_sdma_xgmi_engines", "num_sdma_queues_per_engine", "num_cp_queues"} {
+				prop(k, 0)
+			}
+			prop("max_engine_clk_ccompute", u(clk))
+			t.raw(d+"/properties", []byte(w.String()))
+			t.raw(d+"/mem_banks/0/properties", []byte(fmt.Sprintf("heap_type 0\nsize_in_bytes %d\nflags 0\nwidth 0\nmem_clk_max 0\n", n.memBytes)))
+		} else {
+			a := g.dev.AMDGPU
+			xcc := max(a.NumXCC, 1)
+			_, device, _, _, _ := b.kindDefaults(g.dev)
+			dv, _ := parseHex(device)
+			t.attr(d+"/gpu_id", itoa(g.gpuID))
+			t.attr(d+"/name", "ip discovery") // amdgpu_asic_name[CHIP_IP_DISCOVERY], lower case
+			prop("cpu_cores_count", 0)
+			prop("simd_count", u(a.SIMDCount))
+			prop("mem_banks_count", 1)
+			prop("caches_count", 0)
+			prop("io_links_count", u(len(n.io)))
+			prop("p2p_links_count", u(len(n.p2p)))
+			prop("cpu_core_id_base", 0)
+			prop("simd_id_base", uint64(g.simdIDBase))
+			prop("max_waves_per_simd", gfx942MaxWaves)
+			prop("lds_size_in_kb", gfx942LDSKiB)
+			prop("gds_size_in_kb", 0)
+			prop("num_gws", gfx942NumGWS)
+			prop("wave_front_size", gfx942Wave)
+			prop("array_count", u(gfx942ArraysPerXCC*xcc))
+			prop("simd_arrays_per_engine", 1)
+			prop("cu_per_simd_array", gfx942CUPerArray)
+			prop("simd_per_cu", gfx942SIMDPerCU)
+			prop("max_slots_scratch_cu", gfx942ScratchSlots)
+			prop("gfx_target_version", gfx942Target)
+			prop("vendor_id", amdVendor)
+			prop("device_id", uint64(dv))
+			prop("location_id", u(g.addr.Bus<<8|g.addr.Dev<<3|g.addr.Fn))
+			prop("domain", u(g.addr.Domain))
+			prop("drm_render_minor", u(g.drm.render))
+			prop("hive_id", g.hive)
+			prop("num_sdma_engines", gfx942SDMAPCIe)
+			prop("num_sdma_xgmi_engines", gfx942SDMAXGMI)
+			prop("num_sdma_queues_per_engine", gfx942SDMAQueues)
+			prop("num_cp_queues", gfx942CPQueues)
+			prop("max_engine_clk_fcompute", gfx942EngineClkMHz)
+			prop("local_mem_size", 0)
+			prop("fw_version", 0)
+			prop("capability", 0)
+			prop("debug_prop", 0)
+			prop("sdma_fw_version", 0)
+			prop("unique_id", g.uniqueID)
+			prop("num_xcc", u(xcc))
+			prop("max_engine_clk_ccompute", u(clk))
+			t.raw(d+"/properties", []byte(w.String()))
+			t.raw(d+"/mem_banks/0/properties", []byte(fmt.Sprintf("heap_type 1\nsize_in_bytes %d\nflags 0\nwidth %d\nmem_clk_max %d\n", g.vramBytes, gfx942VRAMWidth, gfx942MemClkMHz)))
+		}
+		for _, set := range []struct {
+			dir   string
+			links []*kfdLink
+		}{{"io_links", n.io}, {"p2p_links", n.p2p}} {
+			for i, l := range set.links {
+				t.raw(d+"/"+set.dir+"/"+itoa(i)+"/properties", []byte(fmt.Sprintf(
+					"type %d\nversion_major 0\nversion_minor 0\nnode_from %d\nnode_to %d\nweight %d\n"+
+						"min_latency 0\nmax_latency 0\nmin_bandwidth %d\nmax_bandwidth %d\n"+
+						"recommended_transfer_size 0\nrecommended_sdma_engine_id_mask %d\nflags %d\n",
+					l.typ, l.from, l.to, l.weight, l.minBW, l.maxBW, l.rec, l.flags)))
+			}
+		}
+	}
+}
+
+const drmMajor = 226
+
+// writeDRM writes each GPU's DRM minors under its function
+// (<fn>/drm/card<N>, renderD<M>), its spare XCP devices'
+// (sys/devices/platform/amdgpu_xcp_<k>/drm/...), the sys/class/drm links,
+// the XGMI files (xgmi_device_id, xgmi_physical_id, xgmi_hive_info) and
+// the partition modes.
+func (b *builder) writeDRM(gpus []*amdGPUNode) {
+	t := b.t
+	t.attr("sys/class/drm/version", "drm 1.1.0 20060810")
+	minor := func(parent, name string, m int) {
+		d := parent + "/drm/" + name
+		t.attr(d+"/dev", fmt.Sprintf("%d:%d", drmMajor, m))
+		t.attr(d+"/uevent", fmt.Sprintf("MAJOR=%d\nMINOR=%d\nDEVNAME=dri/%s\nDEVTYPE=drm_minor", drmMajor, m, name))
+		t.link(d+"/device", parent)
+		t.link(d+"/subsystem", "sys/class/drm")
+		t.link("sys/class/drm/"+name, d)
+	}
+	spare := 0
+	first := map[uint64]*amdGPUNode{}
+	for _, g := range gpus {
+		minor(g.dir, "card"+itoa(g.drm.card), g.drm.card)
+		minor(g.dir, "renderD"+itoa(g.drm.render), g.drm.render)
+		for j := 1; j < g.drm.nodes; j++ {
+			name := "amdgpu_xcp_" + itoa(spare)
+			spare++
+			p := "sys/devices/platform/" + name
+			t.attr(p+"/modalias", "platform:"+name)
+			t.attr(p+"/uevent", "MODALIAS=platform:"+name)
+			t.link(p+"/subsystem", "sys/bus/platform")
+			t.link("sys/bus/platform/devices/"+name, p)
+			minor(p, "card"+itoa(g.drm.card+j), g.drm.card+j)
+			minor(p, "renderD"+itoa(g.drm.render+j), g.drm.render+j)
+		}
+		a := g.dev.AMDGPU
+		if a.ComputePartition != "" {
+			t.attr(g.dir+"/current_compute_partition", a.ComputePartition)
+		}
+		if a.MemoryPartition != "" {
+			t.attr(g.dir+"/current_memory_partition", a.MemoryPartition)
+		}
+		if g.hive == 0 {
+			continue
+		}
+		t.attr(g.dir+"/xgmi_device_id", strconv.FormatUint(g.devID, 10))
+		t.attr(g.dir+"/xgmi_physical_id", itoa(g.physID))
+		// The hive's directory hangs under its first device; the others
+		// link to it, and it links to every member as node1..nodeN.
+		h, ok := first[g.hive]
+		if !ok {
+			first[g.hive] = g
+			t.attr(g.dir+"/xgmi_hive_info/xgmi_hive_id", strconv.FormatUint(g.hive, 10))
+			h = g
+		} else {
+			t.link(g.dir+"/xgmi_hive_info", h.dir+"/xgmi_hive_info")
+		}
+		t.link(h.dir+"/xgmi_hive_info/node"+itoa(g.hivePos+1), g.dir)
+	}
+}
