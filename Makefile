@@ -25,7 +25,7 @@ export CGO_ENABLED := 1
 export CGO_CFLAGS  := -O2 -g -Wno-deprecated-declarations
 
 # Packages `go test -fuzz` runs briefly in `make test`: package:target.
-FUZZ := ./kfd:FuzzParseProperties ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
+FUZZ := ./kfd:FuzzParseProperties ./kfd:FuzzParseRAS ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
         ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
         ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay \
         ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile ./internal/compact:FuzzDecode

@@ -326,6 +326,50 @@ func TestFixtureMaps(t *testing.T) {
 				{4, "56-69,168-181", "1"}, {5, "70-83,182-195", "1"}, {6, "84-97,196-209", "1"}, {7, "98-111,210-223", "1"},
 			}, ""},
 		}},
+		{"amd-mi300x", []modeWant{
+			// 2 x EPYC 9654, 96 cores, siblings +192: node 0 = 0-95,192-287
+			// (GPUs 0-3, AMD's topology-mapping.md: CPU 0), node 1 =
+			// 96-191,288-383 (GPUs 4-7).
+			{ModeNode, 1, cat(per(0, 3, "0-95,192-287", "0"), per(4, 7, "96-191,288-383", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-95,192-287", "0"), per(4, 7, "96-191,288-383", "1")), ""},
+			// 96 cores / 4 GPUs = 24 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-23,192-215", "0"}, {1, "24-47,216-239", "0"}, {2, "48-71,240-263", "0"}, {3, "72-95,264-287", "0"},
+				{4, "96-119,288-311", "1"}, {5, "120-143,312-335", "1"}, {6, "144-167,336-359", "1"}, {7, "168-191,360-383", "1"},
+			}, ""},
+		}},
+		{"azure-nd-mi300x-v5", []modeWant{
+			// ND MI300X v5: 96 vCPUs, SMT off, 2 x 48 (Azure's NHC
+			// check_hw_cpuinfo 2 96 96; RCCL's VM model's NUMA masks):
+			// node 0 = 0-47 (GPUs 0-3), node 1 = 48-95 (GPUs 4-7).
+			{ModeNode, 1, cat(per(0, 3, "0-47", "0"), per(4, 7, "48-95", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-47", "0"), per(4, 7, "48-95", "1")), ""},
+			// 48 cores / 4 = 12 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-11", "0"}, {1, "12-23", "0"}, {2, "24-35", "0"}, {3, "36-47", "0"},
+				{4, "48-59", "1"}, {5, "60-71", "1"}, {6, "72-83", "1"}, {7, "84-95", "1"},
+			}, ""},
+		}},
+		{"oci-bm-gpu-mi300x", []modeWant{
+			// BM.GPU.MI300X.8: 2 x Xeon 8480+ (56 cores), SMT, siblings
+			// +112: node 0 = 0-55,112-167 (GPUs 0-3), node 1 =
+			// 56-111,168-223 (GPUs 4-7).
+			{ModeNode, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-55,112-167", "0"), per(4, 7, "56-111,168-223", "1")), ""},
+			// 56 cores / 4 = 14 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-13,112-125", "0"}, {1, "14-27,126-139", "0"}, {2, "28-41,140-153", "0"}, {3, "42-55,154-167", "0"},
+				{4, "56-69,168-181", "1"}, {5, "70-83,182-195", "1"}, {6, "84-97,196-209", "1"}, {7, "98-111,210-223", "1"},
+			}, ""},
+		}},
+		{"mixed-h100-mi210", []modeWant{
+			// 1 x EPYC 9354, 32 cores, siblings +32, one NUMA node: the H100
+			// (GPU 0) and the MI210 (GPU 1) share CPUs 0-63.
+			{ModeNode, 1, per(0, 1, "0-63", "0"), ""},
+			{ModeSocket, 1, per(0, 1, "0-63", "0"), ""},
+			// 32 cores / 2 = 16 each.
+			{ModeExclusive, 1, []want{{0, "0-15,32-47", "0"}, {1, "16-31,48-63", "0"}}, ""},
+		}},
 		{"numa-unknown-2s", []modeWant{
 			// node 0 = 0-15,32-47 (GPUs 0,1), node 1 = 16-31,48-63 (GPU 2);
 			// GPU 3 has numa_node -1 and NVML affinity 0-63 (both nodes): it
@@ -347,6 +391,8 @@ func TestFixtureMaps(t *testing.T) {
 		"oci-bm-gpu-h100-port-down": "oci-bm-gpu-h100", "snc2-2s-nic-absent": "snc2-2s",
 		// A fabric registration and IMEX fault: CPUs and PCI unchanged.
 		"gb200-nvl72-fabric-failed": "gb200-nvl72-tray",
+		// AMD: other NICs (Pollara), or GPU faults on the same CPUs.
+		"amd-mi300x-pollara": "amd-mi300x", "amd-mi300x-faults": "amd-mi300x",
 	}
 	for v, base := range variants {
 		for _, c := range cases {
@@ -359,7 +405,7 @@ func TestFixtureMaps(t *testing.T) {
 			}
 		}
 	}
-	seen := map[string]bool{noGPU: true}
+	seen := map[string]bool{}
 	for _, c := range cases {
 		seen[c.name] = true
 		t.Run(c.name, func(t *testing.T) {
@@ -454,8 +500,17 @@ func TestFourRanksPerGPU(t *testing.T) {
 	})
 }
 
-// noGPU is the fixture without an NVIDIA GPU (8 AMD accelerators).
-const noGPU = "amd-mi300x"
+// TestNoGPU: a node without a GPU has nothing to bind next to, and every
+// mode says so.
+func TestNoGPU(t *testing.T) {
+	n := fixture(t, "amd-mi300x")
+	n.GPUs, n.Pairs, n.Paths, n.GPUPaths = nil, nil, nil, nil
+	for _, mode := range []Mode{ModeNode, ModeSocket, ModeExclusive} {
+		if _, err := Compute(n, Options{Mode: mode, RanksPerGPU: 1}); err == nil || !strings.Contains(err.Error(), "no GPUs") {
+			t.Errorf("%s: err %v, want no GPUs", mode, err)
+		}
+	}
+}
 
 // TestInvariants: for every fixture, mode and a few K, no rank has a CPU
 // outside the allowed set; in exclusive mode no CPU goes to two ranks and
@@ -463,13 +518,8 @@ const noGPU = "amd-mi300x"
 func TestInvariants(t *testing.T) {
 	for _, name := range fakesys.Machines() {
 		n := fixture(t, name)
-		if name == noGPU {
-			// Nothing to bind next to: every mode says so.
-			for _, mode := range []Mode{ModeNode, ModeSocket, ModeExclusive} {
-				if _, err := Compute(n, Options{Mode: mode, RanksPerGPU: 1}); err == nil || !strings.Contains(err.Error(), "no GPUs") {
-					t.Errorf("%s %s: err %v, want no GPUs", name, mode, err)
-				}
-			}
+		if len(n.GPUs) == 0 {
+			t.Errorf("%s has no GPU: TestNoGPU covers that", name)
 			continue
 		}
 		usable := n.CPU.Allowed.Intersect(n.CPU.Online)

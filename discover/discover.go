@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/kfd"
 	"github.com/gpuaffinity/gpuaffinity/numa"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/pci"
@@ -98,6 +99,9 @@ func Discover(opts Options) (topology.Node, error) {
 		res     nvml.Result
 
 		store storageSource
+
+		kt    kfd.Topology
+		kerrs []error
 	)
 	wg.Go(func() {
 		topo, nerrs = numa.Read(root)
@@ -111,6 +115,7 @@ func Discover(opts Options) (topology.Node, error) {
 		rdwarns = append(rerrs, nderrs...)
 	})
 	wg.Go(func() { store = readStorage(root) })
+	wg.Go(func() { kt, kerrs = kfd.ReadTopology(root) })
 	wg.Go(func() {
 		if lib == nil {
 			lib, source, openErr = nvml.OpenRoot(root)
@@ -182,6 +187,14 @@ func Discover(opts Options) (topology.Node, error) {
 	n.Kernel = kernelInfo(root, warn)
 	n.NetPlugins = netPlugins(root)
 	fillFromProcfs(root, n.GPUs, warn)
+	// AMD GPUs follow the NVIDIA ones, numbered on from the last.
+	warn(kerrs...)
+	first := 0
+	if len(n.GPUs) > 0 {
+		first = n.GPUs[len(n.GPUs)-1].Index + 1
+	}
+	n.GPUs = append(n.GPUs, amdGPUs(devs, kt, first, warn)...)
+	n.ROCm = readROCm(root, n.GPUs, warn)
 	n.Unsupported = unsupported(devs)
 	fillStorage(&n, root, store, devs, warn)
 	n.NVLinkFabric.IMEX = readIMEX(root, warn)
@@ -331,7 +344,7 @@ func kindOf(d *pci.Device, kinds map[pci.Address]topology.Kind, hasBridgeChild m
 	switch {
 	case d.Class>>8 == 0x0600:
 		return topology.KindHostBridge
-	case isGPU(d):
+	case isGPU(d), isAMDGPU(d):
 		return topology.KindGPU
 	case d.Class>>16 == 0x02:
 		return topology.KindNIC

@@ -114,6 +114,8 @@ var acceleratorNames = map[string]string{
 	"0x1002:0x75a3": "AMD Instinct MI355X",
 	"0x1002:0x740c": "AMD Instinct MI250X/MI250",
 	"0x1002:0x740f": "AMD Instinct MI210",
+	"0x1da3:0x1000": "Intel Gaudi",
+	"0x1da3:0x1020": "Intel Gaudi 2",
 }
 
 // isUnsupportedAccelerator: a processing accelerator (class 0x12), or a
@@ -121,7 +123,7 @@ var acceleratorNames = map[string]string{
 // NVIDIA. VGA controllers (0x0300) are left out: every server's BMC has
 // one.
 func isUnsupportedAccelerator(d *pci.Device) bool {
-	if isGPU(d) {
+	if isGPU(d) || isAMDGPU(d) {
 		return false
 	}
 	sub := d.Class >> 8

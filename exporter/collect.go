@@ -68,6 +68,10 @@ func (e *Exporter) collect() ([]*dto.MetricFamily, error) {
 	results := make([]result, len(e.parts))
 	var wg sync.WaitGroup
 	for i, p := range e.parts {
+		if p.applies != nil && !p.applies(&st) {
+			results[i].skip = true
+			continue
+		}
 		wg.Go(func() { results[i] = e.run(p, &st) })
 	}
 	e.countsMu.Lock()
@@ -84,6 +88,9 @@ func (e *Exporter) collect() ([]*dto.MetricFamily, error) {
 	wg.Wait()
 	for i, p := range e.parts {
 		r := results[i]
+		if r.skip {
+			continue
+		}
 		for _, m := range r.ms {
 			b.add(m)
 		}
@@ -103,6 +110,11 @@ type collector struct {
 	// run sends its metrics to s and returns why it failed; it should
 	// stop early once ctx is done.
 	run func(ctx context.Context, st *State, s *sink) error
+	// applies, where set, says whether the collector has anything to do
+	// for st; where it has not, the collection neither runs it nor sends
+	// its scrape_collector_* series (the amdgpu collector on a node
+	// without AMD GPUs).
+	applies func(st *State) bool
 
 	mu      sync.Mutex
 	busy    bool   // a run (maybe past its deadline) has not returned yet
@@ -115,9 +127,10 @@ type collector struct {
 
 // result is what one run of a collector gave.
 type result struct {
-	ms  []prometheus.Metric
-	err error
-	dur time.Duration
+	ms   []prometheus.Metric
+	err  error
+	dur  time.Duration
+	skip bool // not run: the collector does not apply (collector.applies)
 }
 
 var errBusy = errors.New("still running from an earlier collection")

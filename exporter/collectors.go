@@ -20,6 +20,13 @@ const (
 	// time: gpuaffinity_nvlink_*. It is part of the nvml collector's read;
 	// on its own (nvml disabled) it runs as a collector named nvlink.
 	CollectorNVLink = "nvlink"
+	// CollectorAMDGPU renders the AMD Instinct GPUs (which have no NVML):
+	// their RAS error counts, PCIe replay count and link, read from
+	// amdgpu's sysfs at scrape time, and their XGMI links and KFD
+	// description from the last discovery: gpu_info, gpu_amd_*,
+	// gpu_ras_errors_total, gpu_xgmi_* and the gpu_pcie_* families for
+	// those GPUs. It runs only where the last discovery has an AMD GPU.
+	CollectorAMDGPU = "amdgpu"
 	// CollectorRDMA renders the RDMA ports read from sysfs at scrape time:
 	// gpuaffinity_rdma_*.
 	CollectorRDMA = "rdma"
@@ -37,6 +44,7 @@ const (
 var collectorHelp = []struct{ name, help string }{
 	{CollectorNVML, "GPUs read from NVML at scrape time (gpuaffinity_gpu_*, gpuaffinity_nvml_up)"},
 	{CollectorNVLink, "NVLink state and error counters read from NVML at scrape time (gpuaffinity_nvlink_*)"},
+	{CollectorAMDGPU, "AMD GPUs read from amdgpu sysfs at scrape time: RAS, PCIe, XGMI links (gpuaffinity_gpu_* of AMD GPUs)"},
 	{CollectorRDMA, "RDMA port state and counters read from sysfs at scrape time (gpuaffinity_rdma_*)"},
 	{CollectorTopology, "the last discovery's GPU to NIC pairing, NVLink domains and IMEX (gpuaffinity_topology_*)"},
 	{CollectorStorage, "the last discovery's NVMe, GPU to storage pairing and GPUDirect Storage state (gpuaffinity_storage_*)"},

@@ -96,6 +96,12 @@ func TestUnknownCollector(t *testing.T) {
 	}
 }
 
+// amdOwnFamilies are the families only the amdgpu collector sends.
+var amdOwnFamilies = []string{
+	"gpuaffinity_gpu_amd_up", "gpuaffinity_gpu_amd_info", "gpuaffinity_gpu_ras_errors_total",
+	"gpuaffinity_gpu_xgmi_link_up", "gpuaffinity_gpu_xgmi_links", "gpuaffinity_gpu_xgmi_expected_links",
+}
+
 // collectorFamilies says which gpuaffinity_ families a collector owns.
 func collectorFamilies(name string) []string {
 	var out []string
@@ -111,7 +117,11 @@ func collectorFamilies(name string) []string {
 		switch {
 		case f == "gpuaffinity_gpu_xid_errors_total", f == "gpuaffinity_gpu_last_xid_timestamp_seconds":
 			owner = "" // the agent's event watch
+		case slices.Contains(amdOwnFamilies, f):
+			owner = CollectorAMDGPU
 		case f == "gpuaffinity_nvml_up", strings.HasPrefix(f, "gpuaffinity_gpu_"):
+			// gpu_info and gpu_pcie_* are the amdgpu collector's too, for
+			// AMD GPUs.
 			owner = CollectorNVML
 		case strings.HasPrefix(f, "gpuaffinity_nvlink_"):
 			owner = CollectorNVLink
@@ -172,6 +182,16 @@ func TestCollectorSwitches(t *testing.T) {
 	}
 	for _, name := range CollectorNames() {
 		t.Run(name, func(t *testing.T) {
+			if name == CollectorAMDGPU {
+				// dgx-h100 has no AMD GPU: the collector sends nothing,
+				// not even its scrape_collector_* pair, and switching it
+				// off changes nothing (TestAMDCollectorSwitch switches it
+				// on an AMD machine).
+				if d := cmp.Diff(base, seriesOf(scrapeWith(map[string]bool{name: false}))); d != "" {
+					t.Errorf("--no-collector.amdgpu on dgx-h100 (-on +off):\n%s", d)
+				}
+				return
+			}
 			fams := collectorFamilies(name)
 			want := maps.Clone(base)
 			present := 0

@@ -78,6 +78,15 @@ var (
 	descNVLinkReplay        = newGPUDesc("nvlink_replay_errors_total", "NVLink data-link replays.", "link")
 	descNVLinkRecovery      = newGPUDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries.", "link")
 
+	// AMD Instinct GPUs (collector amdgpu; amd.go). gpu_info and the
+	// gpu_pcie_* families are the NVIDIA GPUs' ones.
+	descAMDUp        = newGPUDesc("gpu_amd_up", "1 while amdgpu has the AMD GPU: its PCI function is there and bound to amdgpu, and KFD listed it at the last discovery; else 0.")
+	descAMDInfo      = newGPUDesc("gpu_amd_info", "1 per AMD GPU KFD lists: its ISA, render node (/dev/dri/renderD<render_minor>), XGMI hive and partition modes, from the last discovery.", "bus_id", "gfx_target", "render_minor", "xgmi_hive_id", "compute_partition", "memory_partition")
+	descRASErrors    = newGPUDesc("gpu_ras_errors_total", "amdgpu's RAS error count of the block since the driver loaded (ras/<block>_err_count), by type: ue uncorrectable, ce corrected, de deferred.", "block", "type")
+	descXGMILinkUp   = newGPUDesc("gpu_xgmi_link_up", "1 when the GPU and the peer GPU both list a direct XGMI link to each other (KFD io_links, one hop), from the last discovery; else 0.", "peer_gpu", "peer_bus_id")
+	descXGMILinks    = newGPUDesc("gpu_xgmi_links", "Peer GPUs the GPU has a direct XGMI link to, both sides listing it (its gpu_xgmi_link_up series that are 1).")
+	descXGMIExpected = newGPUDesc("gpu_xgmi_expected_links", "Direct XGMI links a fully connected hive gives the GPU: the other GPUs of its hive (MI300 and MI350 series only).")
+
 	// RDMA (besides the counters of rdmaCounters).
 	descRDMAInfo      = newDesc("rdma_info", "1 per RDMA port.", "device", "port", "link_layer", "fabric", "role", "netdev", "bus_id", "firmware")
 	descRDMAState     = newDesc("rdma_state_id", "State of the port (1: down, 2: init, 3: armed, 4: active, 5: active defer).", "device", "port")
@@ -125,6 +134,7 @@ var (
 		descGPUPlatform, descRecoveryAction,
 		descNVLinkVisible, descNVLinkExpected, descNVLinkUp,
 		descNVLinkCRCFlit, descNVLinkCRCData, descNVLinkReplay, descNVLinkRecovery,
+		descAMDUp, descAMDInfo, descRASErrors, descXGMILinkUp, descXGMILinks, descXGMIExpected,
 		descRDMAInfo, descRDMAState, descRDMAPhysState, descRDMARate, descRDMADisabled,
 		descRDMAPresent, descRDMALifespan,
 		descTopologyPair, descTopologyBest, descTopologyAlign,

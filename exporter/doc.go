@@ -2,13 +2,15 @@
 // agent`: the last good discovery (topology.Node: GPUs, NICs, pairing,
 // storage, NVLink domains and IMEX), what NVML answers at scrape time (GPU
 // health, NVLink fabric registration and health, NVLink state and error
-// counters), the RDMA ports' state and counters read from sysfs at
-// scrape time (rdma.CounterReader), and the agent's own state (discovery,
+// counters), what amdgpu's sysfs says of the AMD Instinct GPUs at scrape
+// time (RAS error counts, PCIe; their XGMI links from the discovery), the
+// RDMA ports' state and counters read from sysfs at scrape time
+// (rdma.CounterReader), and the agent's own state (discovery,
 // health gate, state files, XID counts). docs/metrics.md is the metric
 // contract; desc_test.go keeps the two in step.
 //
-// A collection runs four collectors at once, nvml, rdma, topology and
-// storage, each with a deadline, the way node_exporter reports its
+// A collection runs five collectors at once, nvml, amdgpu (where the
+// node has an AMD GPU), rdma, topology and storage, each with a deadline, the way node_exporter reports its
 // collectors (gpuaffinity_scrape_collector_success and _duration_seconds)
 // but with a per-collector timeout node_exporter lacks: a failing
 // collector costs its own series, never the scrape, which answers 200.

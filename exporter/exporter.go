@@ -101,10 +101,11 @@ const DefaultTimeout = 5 * time.Second
 
 // Exporter renders the node and its live counters as Prometheus metrics.
 //
-// Each collection runs four collectors at once: nvml (GPUs and NVLinks,
-// read from NVML), rdma (RDMA ports, read from sysfs), topology (the
-// last good discovery's pairing) and storage (its storage layer);
-// Options.Collectors may switch them off,
+// Each collection runs five collectors at once: nvml (NVIDIA GPUs and
+// NVLinks, read from NVML), amdgpu (AMD GPUs, read from amdgpu's sysfs;
+// only where the last discovery has one), rdma (RDMA ports, read from
+// sysfs), topology (the last good discovery's pairing) and storage (its
+// storage layer); Options.Collectors may switch them off,
 // and the NVLink series apart (the nvlink collector, which runs under
 // that name where nvml is off). Each has Options.Timeout to finish; one
 // that fails reports gpuaffinity_scrape_collector_success 0 and keeps the
@@ -163,6 +164,9 @@ func New(opts Options) (*Exporter, error) {
 		e.parts = append(e.parts, &collector{name: CollectorNVML, run: e.collectNVML})
 	case e.nvml.links:
 		e.parts = append(e.parts, &collector{name: CollectorNVLink, run: e.collectNVML})
+	}
+	if on[CollectorAMDGPU] {
+		e.parts = append(e.parts, &collector{name: CollectorAMDGPU, run: (&amdCollector{root: root, labels: e.gpus}).collect, applies: hasAMDGPU})
 	}
 	if on[CollectorRDMA] {
 		e.parts = append(e.parts, &collector{name: CollectorRDMA, run: e.collectRDMA})

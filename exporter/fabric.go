@@ -73,9 +73,10 @@ func platformMetrics(gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *sink) {
 // nvlinkFabricMetrics renders the node's NVLink domains and IMEX state of
 // the discovery n (collectTopology): the GPUs in each domain and clique,
 // the number of domains, whether the node is part of a multi-node NVLink
-// domain, and what it has of IMEX. A node without GPUs has none of them.
+// domain, and what it has of IMEX. A node without NVIDIA GPUs (none, or
+// AMD's only) has none of them.
 func nvlinkFabricMetrics(n *topology.Node, s *sink) {
-	if len(n.GPUs) == 0 {
+	if !nvidiaGPUs(n) {
 		return
 	}
 	f := &n.NVLinkFabric

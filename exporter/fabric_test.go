@@ -208,7 +208,9 @@ func TestFabricSingleNode(t *testing.T) {
 }
 
 // A node without an NVLink fabric (PCIe cards) has no domain and still
-// says so; a node without NVIDIA GPUs has none of the node series.
+// says so; a node without NVIDIA GPUs (amd-mi300x: 8 AMD MI300X in an
+// XGMI hive, no NVLink, no IMEX) has none of the node series, nor any
+// GPU's fabric series, though its GPUs are there.
 func TestFabricNone(t *testing.T) {
 	root, node := fixture(t, "smt-off-2s")
 	r := scrapeOK(t, newExporter(t, root, node, replay(t, root)).Handler())
@@ -221,7 +223,13 @@ func TestFabricNone(t *testing.T) {
 	})
 	root, node = fixture(t, "amd-mi300x")
 	r = scrapeOK(t, newExporter(t, root, node, nil).Handler())
-	for _, name := range []string{"gpuaffinity_topology_nvlink_domains", "gpuaffinity_topology_imex_channels_usable"} {
+	if n := len(r.find("gpuaffinity_gpu_info", nil)); n != 8 {
+		t.Errorf("amd-mi300x: %d gpu_info series, want its 8 GPUs", n)
+	}
+	for _, name := range []string{"gpuaffinity_topology_nvlink_domain_gpus", "gpuaffinity_topology_nvlink_domains",
+		"gpuaffinity_topology_nvlink_multi_node", "gpuaffinity_topology_imex_channels_usable",
+		"gpuaffinity_topology_imex_driver_registered", "gpuaffinity_topology_imex_config_present",
+		"gpuaffinity_gpu_fabric_state", "gpuaffinity_gpu_fabric_info", "gpuaffinity_gpu_fabric_health_bad"} {
 		if n := len(r.find(name, nil)); n != 0 {
 			t.Errorf("amd-mi300x: %d %s series, want none", n, name)
 		}

@@ -16,12 +16,14 @@ import (
 )
 
 // collectNVML reads NVML (nvml.Read with nvml.ForScrape: Init, every GPU
-// without the calls only discovery needs, Shutdown) and renders the GPUs
-// of the last discovery joined with what NVML answered now. A GPU of the
+// without the calls only discovery needs, Shutdown) and renders the
+// NVIDIA GPUs of the last discovery joined with what NVML answered now
+// (AMD GPUs are the amdgpu collector's). A GPU of the
 // discovery that NVML does not answer for (lost, a failed handle, missing,
 // or NVML unavailable) is up 0 and keeps its info and NVLink series; a
 // link listed at discovery stays as 0 when it is down or unreadable. NVML
-// unavailable is the collector's error.
+// unavailable is the collector's error, but on a node whose discovery
+// found GPUs and only AMD ones.
 //
 // nvml.Read cannot be interrupted: ctx is not consulted; the runner drops
 // the output of a read that ends past the deadline.
@@ -34,6 +36,13 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 		lib = e.opts.NVML()
 	}
 	res := nvml.Read(lib, nvml.ForScrape())
+	// A node whose GPUs are all AMD's has no NVML to miss: where it does
+	// not initialise there, the collector sends nothing and does not fail
+	// (nvml_up 0 would say an NVIDIA node lost its driver).
+	amdOnly := st.Node != nil && len(st.Node.GPUs) > 0 && !nvidiaGPUs(st.Node)
+	if amdOnly && !res.Available {
+		return nil
+	}
 	if e.nvml.gpus {
 		s.gauge(descNVMLUp, b2f(res.Available))
 	}
@@ -53,6 +62,12 @@ func (e *Exporter) collectNVML(_ context.Context, st *State, s *sink) error {
 	if st.Node != nil {
 		for i := range st.Node.GPUs {
 			ng := &st.Node.GPUs[i]
+			if ng.IsAMD() {
+				// NVML knows nothing of it: the amdgpu collector renders
+				// it. Its index is taken all the same.
+				labelled[ng.Index] = true
+				continue
+			}
 			g := byBus[ng.BusID]
 			if g == nil && ng.NVMLIndex != nil {
 				// A GPU whose handle failed or that was lost before

@@ -230,8 +230,8 @@ func TestPCIBusID(t *testing.T) {
 // the series the collectors sent before the join labels came, which they
 // must not change.
 type seriesTable struct {
-	gpus                                            int
-	nvml, nvlink, rdma, topology, storage, defaults int
+	gpus                                                    int
+	nvml, nvlink, amdgpu, rdma, topology, storage, defaults int
 }
 
 func readSeriesTable(t *testing.T) map[string]seriesTable {
@@ -240,19 +240,19 @@ func readSeriesTable(t *testing.T) map[string]seriesTable {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("^\\| `([a-z0-9-]+)`[^|]* \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\|$")
+	row := regexp.MustCompile("^\\| `([a-z0-9-]+)`[^|]* \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\| (\\d+) \\|$")
 	out := map[string]seriesTable{}
 	for _, line := range strings.Split(string(b), "\n") {
 		m := row.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		n := make([]int, 0, 10)
+		n := make([]int, 0, 11)
 		for _, s := range m[2:] {
 			v, _ := strconv.Atoi(s)
 			n = append(n, v)
 		}
-		out[m[1]] = seriesTable{gpus: n[0], nvml: n[3], nvlink: n[4], rdma: n[5], topology: n[6], storage: n[7], defaults: n[8]}
+		out[m[1]] = seriesTable{gpus: n[0], nvml: n[3], nvlink: n[4], amdgpu: n[5], rdma: n[6], topology: n[7], storage: n[8], defaults: n[9]}
 	}
 	return out
 }
@@ -262,7 +262,8 @@ func readSeriesTable(t *testing.T) map[string]seriesTable {
 // no two series of a family differ in their join labels alone, and each
 // GPU has one set of join label values across all its series. On
 // dgx-h100 the count of every GPU family is written by hand: 8 GPUs, 18
-// NVLinks each, one compute NIC each.
+// NVLinks each, one compute NIC each; on amd-mi300x those of the AMD
+// GPUs'.
 func TestJoinLabelsKeepCardinality(t *testing.T) {
 	t.Setenv("NODE_NAME", "")
 	table := readSeriesTable(t)
@@ -287,9 +288,13 @@ func TestJoinLabelsKeepCardinality(t *testing.T) {
 			root, node := fixture(t, machine)
 			st := State{Node: node, StateWriteOK: true,
 				Discovery: DiscoveryStatus{Last: now, LastSuccess: now, OK: true, Duration: time.Second}}
-			var lib gonvml.Interface // none on amd-mi300x
+			var lib gonvml.Interface // none on the AMD machines
 			if _, err := os.Stat(filepath.Join(root, "nvml.json")); err == nil {
 				lib = replay(t, root)
+			}
+			amd := map[string]bool{} // gpu label values of AMD GPUs
+			for _, g := range node.GPUs {
+				amd[itoa(g.Index)] = g.IsAMD()
 			}
 			e := newExporter(t, root, node, lib, func(o *Options) { o.State = func() State { return st } })
 			r := scrapeOK(t, e.Handler())
@@ -300,21 +305,29 @@ func TestJoinLabelsKeepCardinality(t *testing.T) {
 			for _, name := range r.names("gpuaffinity_") {
 				ms := r.mfs[name].GetMetric()
 				got.defaults += len(ms)
-				switch owner[name] {
-				case CollectorNVML:
-					got.nvml += len(ms)
-				case CollectorNVLink:
-					got.nvlink += len(ms)
-				case CollectorRDMA:
-					got.rdma += len(ms)
-				case CollectorTopology:
-					got.topology += len(ms)
-				case CollectorStorage:
-					got.storage += len(ms)
-				}
 				without := map[string]bool{} // the series without their join labels
 				for _, m := range ms {
 					ls := labelsOf(m)
+					// gpu_info and gpu_pcie_* are the amdgpu collector's
+					// for an AMD GPU, the nvml collector's otherwise.
+					c := owner[name]
+					if c == CollectorNVML && amd[ls["gpu"]] {
+						c = CollectorAMDGPU
+					}
+					switch c {
+					case CollectorNVML:
+						got.nvml++
+					case CollectorNVLink:
+						got.nvlink++
+					case CollectorAMDGPU:
+						got.amdgpu++
+					case CollectorRDMA:
+						got.rdma++
+					case CollectorTopology:
+						got.topology++
+					case CollectorStorage:
+						got.storage++
+					}
 					j := joinOf(ls)
 					for k := range j {
 						delete(ls, k)
@@ -341,11 +354,27 @@ func TestJoinLabelsKeepCardinality(t *testing.T) {
 			}
 			want := table[machine]
 			got.gpus = len(gpus)
-			if machine == "amd-mi300x" {
-				got.gpus = want.gpus // no NVIDIA GPU: no gpu label at all
-			}
 			if got != want {
 				t.Errorf("series: got %+v, docs/metrics.md counted %+v", got, want)
+			}
+			if machine == "amd-mi300x" {
+				// 8 GPUs in one fully connected XGMI hive (8 x 7 directed
+				// links), 7 RAS blocks each (ue and ce, umc's de too: 15),
+				// one compute NIC each.
+				for name, n := range map[string]int{
+					"gpuaffinity_gpu_info": 8, "gpuaffinity_gpu_amd_up": 8, "gpuaffinity_gpu_amd_info": 8,
+					"gpuaffinity_gpu_pcie_link_generation": 8, "gpuaffinity_gpu_pcie_link_max_generation": 8,
+					"gpuaffinity_gpu_pcie_link_width": 8, "gpuaffinity_gpu_pcie_link_max_width": 8,
+					"gpuaffinity_gpu_pcie_replays_total": 8, "gpuaffinity_gpu_ras_errors_total": 8 * 15,
+					"gpuaffinity_gpu_xgmi_link_up": 8 * 7, "gpuaffinity_gpu_xgmi_links": 8,
+					"gpuaffinity_gpu_xgmi_expected_links": 8,
+					"gpuaffinity_topology_pair_info":      8, "gpuaffinity_topology_best_nic_class": 8,
+					"gpuaffinity_gpu_up": 0, "gpuaffinity_nvml_up": 0, "gpuaffinity_nvlink_visible": 0,
+				} {
+					if got := len(r.find(name, nil)); got != n {
+						t.Errorf("%s: %d series, want %d", name, got, n)
+					}
+				}
 			}
 			if machine != "dgx-h100" {
 				return

@@ -104,6 +104,16 @@ func GresConf(n topology.Node, opts Options) ([]Line, []string, error) {
 	// lines in that order so each line's -1 sits at its own position.
 	var gpus []topology.GPU
 	for _, g := range n.GPUs {
+		if g.IsAMD() {
+			// An AMD GPU's device is its DRM render node, which only KFD's
+			// drm_render_minor names.
+			if g.AMD == nil || g.AMD.RenderMinor == nil {
+				warns = append(warns, fmt.Sprintf("GPU %d (%s): KFD gives no render node (state %s); left out", g.Index, g.BusID, g.State))
+				continue
+			}
+			gpus = append(gpus, g)
+			continue
+		}
 		if g.Minor == nil && nvml {
 			warns = append(warns, fmt.Sprintf("GPU %d (%s): NVML does not list it (state %s); left out", g.Index, g.BusID, g.State))
 			continue
@@ -111,9 +121,13 @@ func GresConf(n topology.Node, opts Options) ([]Line, []string, error) {
 		gpus = append(gpus, g)
 	}
 	if len(gpus) == 0 {
-		return nil, warns, fmt.Errorf("gres: no NVIDIA GPU to describe")
+		return nil, warns, fmt.Errorf("gres: no GPU to describe")
 	}
 	slices.SortStableFunc(gpus, func(a, b topology.GPU) int { return cmp.Compare(a.BusID, b.BusID) })
+	if slices.ContainsFunc(gpus, topology.GPU.IsAMD) && slices.ContainsFunc(gpus, func(g topology.GPU) bool { return !g.IsAMD() }) {
+		warns = append(warns, "NVIDIA and AMD GPUs under one Name=gpu: Slurm numbers them in one sequence, which is neither CUDA's nor HIP's device order; "+
+			"keep ConstrainDevices=yes in cgroup.conf (each job then sees only its own GPUs, numbered from 0) and request them by Type=")
+	}
 
 	coreOf := CoreIndex(n.CPU)
 	if len(coreOf) == 0 {
@@ -134,12 +148,18 @@ func GresConf(n topology.Node, opts Options) ([]Line, []string, error) {
 		}
 
 		minor := g.Index
-		if g.Minor != nil {
+		switch {
+		case g.IsAMD():
+			// Slurm's AutoDetect=rsmi and AMD's own gres.conf examples
+			// (OCI BM.GPU.MI300X.8) give File=/dev/dri/renderD<N>.
+			l.File = filepath.Join(devDir, "dri", "renderD"+strconv.Itoa(*g.AMD.RenderMinor))
+		case g.Minor != nil:
 			minor = *g.Minor
-		} else {
+			l.File = filepath.Join(devDir, "nvidia"+strconv.Itoa(minor))
+		default:
 			warns = append(warns, fmt.Sprintf("%s: no NVML minor number; File=%s assumes it equals the index", where, filepath.Join(devDir, "nvidia"+strconv.Itoa(minor))))
+			l.File = filepath.Join(devDir, "nvidia"+strconv.Itoa(minor))
 		}
-		l.File = filepath.Join(devDir, "nvidia"+strconv.Itoa(minor))
 		if prev, dup := files[l.File]; dup {
 			return nil, warns, fmt.Errorf("gres: GPUs %d and %d both map to %s", prev, g.Index, l.File)
 		}
@@ -257,10 +277,12 @@ func linkMatrix(n topology.Node, gpus []topology.GPU) [][]int {
 	for _, p := range n.GPUPaths {
 		a, okA := pos[p.A]
 		b, okB := pos[p.B]
-		if !okA || !okB || a == b || p.NVLinks <= 0 {
+		if !okA || !okB || a == b || p.NVLinks+p.XGMI <= 0 {
 			continue
 		}
-		v := min(p.NVLinks, maxLink)
+		// NVLinks, or a pair's direct XGMI links (AMD: Slurm's gpu_rsmi
+		// counts XGMI the same way).
+		v := min(p.NVLinks+p.XGMI, maxLink)
 		m[a][b], m[b][a] = v, v
 		linked = true
 	}
@@ -272,7 +294,7 @@ func linkMatrix(n topology.Node, gpus []topology.GPU) [][]int {
 
 // vendorWords are leading words of NVML names that say nothing about the
 // model.
-var vendorWords = map[string]bool{"nvidia": true, "tesla": true, "geforce": true, "quadro": true}
+var vendorWords = map[string]bool{"nvidia": true, "tesla": true, "geforce": true, "quadro": true, "amd": true, "instinct": true}
 
 // TypeName derives a short, Slurm-safe Type= from an NVML model name: the
 // model's first word after the vendor and brand words, up to its first

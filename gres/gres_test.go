@@ -87,6 +87,44 @@ Name=gpu Type=h100 File=/dev/nvidia5 Cores=48-95 Links=18,18,18,18,18,-1,18,18
 Name=gpu Type=h100 File=/dev/nvidia6 Cores=48-95 Links=18,18,18,18,18,18,-1,18
 Name=gpu Type=h100 File=/dev/nvidia7 Cores=48-95 Links=18,18,18,18,18,18,18,-1
 `,
+	// 8 x MI300X on 2 x EPYC 9654 with SMT (CPUs 0-95,192-287 on socket
+	// 0): Slurm cores 0-95 socket 0's, 96-191 socket 1's; GPUs 0-3 on CPU
+	// 0, 4-7 on CPU 1 (AMD's topology-mapping.md). Each GPU's device is
+	// its render node, 8 minors apart (renderD128, 136, ... as OCI's
+	// gres.conf for BM.GPU.MI300X.8 lists them); every pair joined by one
+	// XGMI link (a fully connected hive). Type from "AMD Instinct MI300X".
+	"amd-mi300x": `Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-95 Links=-1,1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD136 Cores=0-95 Links=1,-1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD144 Cores=0-95 Links=1,1,-1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD152 Cores=0-95 Links=1,1,1,-1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD160 Cores=96-191 Links=1,1,1,1,-1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD168 Cores=96-191 Links=1,1,1,1,1,-1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD176 Cores=96-191 Links=1,1,1,1,1,1,-1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD184 Cores=96-191 Links=1,1,1,1,1,1,1,-1
+`,
+	// ND MI300X v5: 96 vCPUs, SMT off (one CPU per core), 48 per socket;
+	// the VF (1002:74b5, "AMD Instinct MI300X VF") is still Type=mi300x.
+	"azure-nd-mi300x-v5": `Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-47 Links=-1,1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD136 Cores=0-47 Links=1,-1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD144 Cores=0-47 Links=1,1,-1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD152 Cores=0-47 Links=1,1,1,-1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD160 Cores=48-95 Links=1,1,1,1,-1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD168 Cores=48-95 Links=1,1,1,1,1,-1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD176 Cores=48-95 Links=1,1,1,1,1,1,-1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD184 Cores=48-95 Links=1,1,1,1,1,1,1,-1
+`,
+	// BM.GPU.MI300X.8: 2 x 56-core Xeon 8480+ with SMT: Slurm cores 0-55
+	// socket 0's (GPUs 0-3), 56-111 socket 1's; render nodes as OCI's own
+	// gres.conf lists them.
+	"oci-bm-gpu-mi300x": `Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-55 Links=-1,1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD136 Cores=0-55 Links=1,-1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD144 Cores=0-55 Links=1,1,-1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD152 Cores=0-55 Links=1,1,1,-1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD160 Cores=56-111 Links=1,1,1,1,-1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD168 Cores=56-111 Links=1,1,1,1,1,-1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD176 Cores=56-111 Links=1,1,1,1,1,1,-1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD184 Cores=56-111 Links=1,1,1,1,1,1,1,-1
+`,
 	// GH200: one 72-core Grace (no SMT), one GPU, no GPU-GPU NVLink.
 	"grace-hopper": "Name=gpu Type=gh200 File=/dev/nvidia0 Cores=0-71\n",
 	// GB200 NVL72 compute tray: 2 x 72-core Grace, no SMT (CPUs 0-71 on
@@ -284,5 +322,27 @@ func TestGresConfFromProcfs(t *testing.T) {
 		if strings.Contains(w, "minor") || strings.Contains(w, "model unknown") {
 			t.Errorf("warning %q: procfs names both", w)
 		}
+	}
+}
+
+// A node with an NVIDIA and an AMD GPU (mixed-h100-mi210: H100 PCIe GPU
+// 0, MI210 GPU 1): each line has its vendor's device file and type, and
+// a warning says Slurm's one numbering is neither runtime's.
+func TestGresConfMixedVendors(t *testing.T) {
+	lines, warns, err := GresConf(node(t, "mixed-h100-mi210"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, lines); err != nil {
+		t.Fatal(err)
+	}
+	// One EPYC 9354, 32 cores: Slurm cores 0-31; no NVLink or XGMI pair.
+	want := header + "Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-31\nName=gpu Type=mi210 File=/dev/dri/renderD128 Cores=0-31\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "NVIDIA and AMD GPUs under one Name=gpu") {
+		t.Errorf("warnings %q", warns)
 	}
 }

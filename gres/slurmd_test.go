@@ -32,6 +32,8 @@ var slurmdMachines = map[string]slurmdLayout{
 	"grace-hopper":     {"gh200-01", 1, 72, 1},
 	"gb200-nvl72-tray": {"gb200-r01-ct04", 2, 72, 1},
 	"h200-vm":          {"h200-vm", 1, 16, 1},
+	// AMD: File=/dev/dri/renderD<N>, Links= from XGMI.
+	"amd-mi300x": {"mi300x-01", 2, 96, 2},
 }
 
 // requireSlurmd returns slurmd's path, or skips the test (fails it where
@@ -98,6 +100,9 @@ func TestSlurmdAcceptsGresConf(t *testing.T) {
 			// stand-ins with /dev/null's numbers (1:3), in a private
 			// directory; no real /dev entry is made or touched.
 			for _, l := range lines {
+				if err := os.MkdirAll(filepath.Dir(l.File), 0o755); err != nil {
+					t.Fatal(err)
+				}
 				if err := unix.Mknod(l.File, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
 					t.Fatalf("mknod %s: %v", l.File, err)
 				}
@@ -133,7 +138,7 @@ func TestSlurmdAcceptsGresConf(t *testing.T) {
 					t.Errorf("slurmd printed no GRES for %s", l.File)
 					continue
 				}
-				want := []string{"gpu", l.Type, "1", strings.TrimPrefix(filepath.Base(l.File), "nvidia"), l.File,
+				want := []string{"gpu", l.Type, "1", strings.TrimLeft(filepath.Base(l.File), "nvidiarenD"), l.File,
 					l.Cores.String(), fmt.Sprint(cpus), linksString(l.Links)}
 				if strings.Join(m, " ") != strings.Join(want, " ") {
 					t.Errorf("slurmd: %q\nwant      %q", m, want)

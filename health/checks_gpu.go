@@ -10,24 +10,28 @@ import (
 
 var allChecks = []Check{
 	{"gpu.count", GroupGPU, "GPU count and model: the expected number, all the same model", checkGPUCount},
-	{"gpu.visible", GroupGPU, "every GPU on the PCI bus answers NVML; none lost", checkGPUVisible},
+	{"gpu.visible", GroupGPU, "every GPU on the PCI bus answers its driver (NVML; KFD for AMD GPUs); none lost or denied", checkGPUVisible},
 	{"gpu.pcie_link", GroupGPU, "GPU PCIe link at its maximum width", checkPCIeLink},
-	{"gpu.row_remap", GroupGPU, "no row remapping pending or failed", needsNVML(checkRowRemap)},
-	{"gpu.ecc", GroupGPU, "no uncorrectable volatile ECC errors", needsNVML(checkECC)},
-	{"gpu.retired_pages", GroupGPU, "no page retirement pending, fewer than 63 retired pages", needsNVML(checkRetiredPages)},
-	{"gpu.xid", GroupGPU, "no fatal XID in the kernel log since boot", checkXID},
-	{"gpu.recovery_action", GroupGPU, "NVML asks for no recovery action", needsNVML(checkRecoveryAction)},
-	{"gpu.fabric", GroupGPU, "NVLink fabric registration completed with success, health mask clear, one clique per multi-node NVLink node", needsNVML(checkFabric)},
-	{"gpu.imex", GroupFabric, "a usable IMEX channel on a multi-node NVLink node (NCCL's MNNVL needs one)", needsNVML(checkIMEX)},
-	{"gpu.persistence", GroupGPU, "persistence mode on", needsNVML(checkPersistence)},
-	{"nvlink.active", GroupGPU, "every GPU has the expected number of active NVLinks", checkNVLinkActive},
+	{"gpu.row_remap", GroupGPU, "no row remapping pending or failed", nvidiaOnly("amd.ras counts their memory errors", needsNVML(checkRowRemap))},
+	{"gpu.ecc", GroupGPU, "no uncorrectable volatile ECC errors", nvidiaOnly("amd.ras counts their memory errors", needsNVML(checkECC))},
+	{"gpu.retired_pages", GroupGPU, "no page retirement pending, fewer than 63 retired pages", nvidiaOnly("amd.ras counts their memory errors", needsNVML(checkRetiredPages))},
+	{"gpu.xid", GroupGPU, "no fatal XID in the kernel log since boot", nvidiaOnly("XIDs are the NVIDIA driver's", checkXID)},
+	{"gpu.recovery_action", GroupGPU, "NVML asks for no recovery action", nvidiaOnly("a recovery action is NVML's", needsNVML(checkRecoveryAction))},
+	{"gpu.fabric", GroupGPU, "NVLink fabric registration completed with success, health mask clear, one clique per multi-node NVLink node", nvidiaOnly("amd.xgmi checks their XGMI links", needsNVML(checkFabric))},
+	{"gpu.imex", GroupFabric, "a usable IMEX channel on a multi-node NVLink node (NCCL's MNNVL needs one)", nvidiaOnly("IMEX is NVLink's", needsNVML(checkIMEX))},
+	{"gpu.persistence", GroupGPU, "persistence mode on", nvidiaOnly("persistence mode is NVML's", needsNVML(checkPersistence))},
+	{"nvlink.active", GroupGPU, "every GPU has the expected number of active NVLinks", nvidiaOnly("amd.xgmi checks their XGMI links", checkNVLinkActive)},
+	{"amd.xgmi", GroupGPU, "every AMD GPU of an XGMI hive has a direct XGMI link to every other (full-mesh MI300/MI350 boards)", amdOnly(checkXGMI)},
+	{"amd.ras", GroupGPU, "no uncorrectable amdgpu RAS errors on the AMD GPUs; corrected and deferred ones warn", amdOnly(checkRAS)},
+	{"amd.pcie_replay", GroupGPU, "no PCIe replays on the AMD GPUs' links since boot (warns)", amdOnly(checkPCIeReplay)},
 	{"nic.count", GroupFabric, "the expected number of compute NICs; one per selected GPU", checkNICCount},
 	{"nic.port_state", GroupFabric, "compute NIC ports ACTIVE and LinkUp", checkPortState},
 	{"nic.rate", GroupFabric, "compute NIC ports at or above the expected rate", checkRate},
 	{"nic.errors", GroupFabric, "no link error counter increases over --interval", checkNICErrors},
 	{"nic.firmware", GroupFabric, "all compute NICs run one firmware version", checkFirmware},
 	{"topo.aligned", GroupFabric, "every GPU has a compute NIC at PXB or better, never across sockets", checkAligned},
-	{"topo.gdr", GroupFabric, "GPUDirect RDMA available: nvidia_peermem loaded or dma-buf", checkGDR},
+	{"topo.gdr", GroupFabric, "GPUDirect RDMA available: nvidia_peermem loaded or dma-buf (AMD GPUs: amdkfd peer memory or dma-buf)", checkGDR},
+	{"amd.iommu", GroupFabric, "IOMMU in passthrough (iommu=pt) or off on a bare-metal AMD GPU node, as AMD and RCCL ask", amdOnly(checkAMDIOMMU)},
 	{"storage.gds", GroupStorage, "a GPUDirect Storage path: nvidia-fs loaded or P2PDMA supported, not compat mode", needsGDSTarget(checkGDS)},
 	{"storage.acs", GroupStorage, "no ACS on the bridges between a GPU and the storage in its PCIe switch", needsGDSTarget(checkACS)},
 	{"storage.iommu", GroupStorage, "IOMMU mode as NVIDIA's GDS guidance has it: off or passthrough on x86_64, translated on Grace", needsGDSTarget(checkIOMMU)},
@@ -60,7 +64,7 @@ func checkGPUCount(_ context.Context, in *Input) Result {
 		return Result{Verdict: Fail,
 			Reason: fmt.Sprintf("0 supported GPUs: %s on the PCI bus are not supported yet (%s, %s:%s, driver %s, first at %s)",
 				plural(len(n.Unsupported), "accelerator"), name, strings.TrimPrefix(a.Vendor, "0x"), strings.TrimPrefix(a.Device, "0x"), orUnknown(a.Driver), a.BusID),
-			Hint: "gpuaffinity checks NVIDIA GPUs only for now; check this node with its vendor's tools (amd-smi, rocm-smi)"}
+			Hint: "gpuaffinity checks NVIDIA GPUs and AMD Instinct GPUs; check this node with its vendor's tools"}
 	}
 	if len(n.GPUs) == 0 {
 		r := Result{Verdict: Fail, Reason: "no NVIDIA GPU on the PCI bus",
@@ -113,22 +117,37 @@ func checkGPUCount(_ context.Context, in *Input) Result {
 	return Result{Verdict: Pass, Reason: fmt.Sprintf("%s, %s", plural(len(in.gpus), "GPU"), order[0])}
 }
 
+// checkGPUVisible judges each vendor's GPUs by its own driver: NVIDIA
+// GPUs against NVML (nvmlVisible), AMD GPUs against KFD (amdVisible).
 func checkGPUVisible(_ context.Context, in *Input) Result {
 	if len(in.gpus) == 0 {
 		return skip("no GPU on the PCI bus to compare NVML with")
 	}
-	if nv := in.Node.NVML; nv.Source == "none" || nv.Source == "" {
+	nv, amd := byVendor(in.gpus)
+	var rs []Result
+	if len(nv) > 0 {
+		rs = append(rs, nvmlVisible(in.Node, nv))
+	}
+	if len(amd) > 0 {
+		rs = append(rs, amdVisible(amd))
+	}
+	return mergeVendors(rs...)
+}
+
+// nvmlVisible: every NVIDIA GPU on the bus answers NVML.
+func nvmlVisible(n topology.Node, gpus []topology.GPU) Result {
+	if nv := n.NVML; nv.Source == "none" || nv.Source == "" {
 		if !nv.Failed {
 			// Only a replayed root without nvml.json: nothing of NVML
 			// was captured for it.
 			return skip("NVML not captured for this root (%s): cannot compare it with the PCI bus", orUnknown(nv.Error))
 		}
 		return Result{Verdict: Fail,
-			Reason: fmt.Sprintf("NVML failed (%s): the %s on the PCI bus cannot be checked", orUnknown(nv.Error), plural(len(in.gpus), "GPU")),
+			Reason: fmt.Sprintf("NVML failed (%s): the %s on the PCI bus cannot be checked", orUnknown(nv.Error), plural(len(gpus), "GPU")),
 			Hint:   nvmlHint(nv.Error)}
 	}
 	var bad []string
-	for _, g := range in.gpus {
+	for _, g := range gpus {
 		switch g.State {
 		case topology.GPUOK, topology.GPUNoNVML:
 		case topology.GPUNotInNVML:
@@ -140,7 +159,7 @@ func checkGPUVisible(_ context.Context, in *Input) Result {
 		}
 	}
 	return verdictOf(bad, Fail, "reset the GPU (nvidia-smi -r) or reboot; look for XID 79 in dmesg",
-		fmt.Sprintf("all %s answer NVML", plural(len(in.gpus), "GPU")))
+		fmt.Sprintf("all %s answer NVML", plural(len(gpus), "GPU")))
 }
 
 // nvmlHint says what to do about an NVML initialisation failure, by the

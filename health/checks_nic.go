@@ -330,7 +330,8 @@ func checkAligned(_ context.Context, in *Input) Result {
 // NVIDIA driver of R515 or later with a kernel of 5.12 or later
 // (ib_umem_dmabuf). EFA carries its own GPUDirect support. The modules,
 // kernel release and driver version are discovery's (Node.Kernel,
-// Node.Driver).
+// Node.Driver). AMD GPUs have rules of their own (amdGDR); a mixed node
+// gets both verdicts, each part named.
 func checkGDR(_ context.Context, in *Input) Result {
 	var rdmaNICs []topology.NIC
 	efa := true
@@ -346,23 +347,41 @@ func checkGDR(_ context.Context, in *Input) Result {
 	if len(in.gpus) == 0 {
 		return skip("no NVIDIA GPU")
 	}
-	if slices.Contains(in.Node.Kernel.Modules, "nvidia_peermem") {
+	nv, amd := byVendor(in.gpus)
+	var rs []Result
+	if len(nv) > 0 {
+		rs = append(rs, nvidiaGDR(in.Node, efa))
+	}
+	if len(amd) > 0 {
+		r := amdGDR(in.Node)
+		if len(nv) > 0 {
+			r.Reason = "AMD GPUs: " + r.Reason
+			rs[0].Reason = "NVIDIA GPUs: " + rs[0].Reason
+		}
+		rs = append(rs, r)
+	}
+	return mergeVendors(rs...)
+}
+
+// nvidiaGDR is topo.gdr for NVIDIA GPUs.
+func nvidiaGDR(n topology.Node, efa bool) Result {
+	if slices.Contains(n.Kernel.Modules, "nvidia_peermem") {
 		return Result{Verdict: Pass, Reason: "nvidia_peermem loaded"}
 	}
 	if efa {
 		return Result{Verdict: Pass, Reason: "EFA: GPUDirect RDMA through the efa driver (nvidia_peermem not needed)"}
 	}
-	drv := driverMajor(in.Node.Driver.Version)
-	kmaj, kmin, kok := kernelVersion(in.Node.Kernel.Release)
+	drv := driverMajor(n.Driver.Version)
+	kmaj, kmin, kok := kernelVersion(n.Kernel.Release)
 	if drv >= 515 && kok && (kmaj > 5 || kmaj == 5 && kmin >= 12) {
-		return Result{Verdict: Pass, Reason: fmt.Sprintf("dma-buf: driver %s (%s), kernel %d.%d (nvidia_peermem not loaded)", in.Node.Driver.Version, in.Node.Driver.Source, kmaj, kmin)}
+		return Result{Verdict: Pass, Reason: fmt.Sprintf("dma-buf: driver %s (%s), kernel %d.%d (nvidia_peermem not loaded)", n.Driver.Version, n.Driver.Source, kmaj, kmin)}
 	}
 	why := "nvidia_peermem not loaded"
 	switch {
 	case drv == 0:
 		why += " and the driver version is unknown"
 	case drv < 515:
-		why += fmt.Sprintf(" and driver %s is older than R515 (no dma-buf)", in.Node.Driver.Version)
+		why += fmt.Sprintf(" and driver %s is older than R515 (no dma-buf)", n.Driver.Version)
 	case !kok:
 		why += " and the kernel version is unknown (dma-buf needs 5.12+)"
 	default:

@@ -59,8 +59,16 @@ func needsGDSTarget(run func(context.Context, *Input) Result) func(context.Conte
 		if ok, why := gdsTarget(in.Node); !ok {
 			return skip("%s", why)
 		}
-		if len(in.Node.GPUs) == 0 {
+		if !slices.ContainsFunc(in.Node.GPUs, isNVIDIA) {
 			return skip("no NVIDIA GPU: GPUDirect Storage does not apply")
+		}
+		// GDS is NVIDIA's: the AMD GPUs of a mixed node are not judged.
+		nv, amd := byVendor(in.gpus)
+		switch {
+		case len(amd) > 0 && len(nv) == 0:
+			return skip("no NVIDIA GPU selected (%s): GPUDirect Storage does not apply", plural(len(amd), "AMD GPU"))
+		case len(amd) > 0:
+			in = in.withGPUs(nv)
 		}
 		return run(ctx, in)
 	}

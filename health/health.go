@@ -7,7 +7,10 @@
 // NVLinks, compute NIC ports, rates, error counters and firmware, GPU↔NIC
 // alignment, GPUDirect RDMA prerequisites and the storage layer (a
 // GPUDirect Storage path, ACS, IOMMU mode, storage NIC ports, NVMe links,
-// GPU↔storage NIC locality). Every check has a stable id
+// GPU↔storage NIC locality). AMD Instinct GPUs are judged by what amdgpu
+// and KFD say (KFD visibility, XGMI links, RAS counts, PCIe replays,
+// amdkfd peer memory or dma-buf, the IOMMU mode RCCL asks for); the
+// checks of NVIDIA's machinery judge NVIDIA GPUs only. Every check has a stable id
 // and returns pass, warn, fail or skip with a one-line reason naming the
 // device and a hint. It opens no network connection; docs/health.md
 // describes each check.
@@ -53,9 +56,9 @@ func (v Verdict) rank() int {
 type Group string
 
 const (
-	GroupGPU Group = "gpu" // GPU and NVLink checks: always enforced
+	GroupGPU Group = "gpu" // GPU, NVLink and amd.* checks: always enforced
 	// GroupFabric holds the checks of what a job between nodes needs
-	// (compute NICs, GPU↔NIC, gpu.imex): enforced per profile.
+	// (compute NICs, GPU↔NIC, gpu.imex, amd.iommu): enforced per profile.
 	GroupFabric Group = "fabric"
 	// GroupStorage holds the storage.* checks: enforced by pretrain only.
 	GroupStorage Group = "storage"

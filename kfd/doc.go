@@ -4,7 +4,11 @@
 // a "key value" properties file and its io_links and p2p_links), and,
 // for each GPU node, amdgpu's attributes of its PCI function under
 // sys/bus/pci/devices/<address> (XGMI device and hive ids, the render
-// node, the compute and memory partition modes). This is the sysfs that
+// node, the compute and memory partition modes, and the health counters:
+// ras/<block>_err_count, ras/features, xgmi_num_links and
+// pcie_replay_count, in DRM.Health; ReadHealth reads them by address).
+// xgmi_error is read only by ReadXGMIError, on purpose: a read clears it.
+// PeerMemory reports amdkfd's peer-memory client. This is the sysfs that
 // RCCL reads its topology from by default (ROCm/rccl src/misc/
 // alt_rsmi.cc) and rocm-smi --showtopo prints: io_link type 11 is XGMI,
 // 2 PCIe; weight 15 per XGMI hop, 20 for PCIe.

@@ -42,6 +42,12 @@ type DRM struct {
 	// "NPS4", "NPS8"... or "UNKNOWN" (amdgpu_gmc.c nps_desc); "" where
 	// absent.
 	MemoryPartition string
+	// Health is the function's RAS error counts, PCIe replay count and
+	// XGMI link counts (see Health); nil where it has none of those
+	// files, and on the nodes of a partitioned GPU's later partitions,
+	// whose counters are the function's, read once on partition 0's
+	// node (ReadHealth reads them by address).
+	Health *Health
 }
 
 // ErrMismatch is wrapped when KFD and DRM disagree on a GPU: the two
@@ -154,6 +160,9 @@ func readDRM(r fsys, dev string, partition int) (DRM, []error) {
 			errs = append(errs, err)
 		}
 		d.RenderMinor = minor
+		h, herrs := readHealth(r, dev)
+		d.Health = h
+		errs = append(errs, herrs...)
 	}
 	return d, errs
 }

@@ -17,6 +17,7 @@ import (
 type Properties struct {
 	CPUCoresCount uint32 // cpu_cores_count: logical CPUs of a CPU node; 0 on a GPU
 	SIMDCount     uint32 // simd_count: 0 on a CPU node
+	SIMDPerCU     uint32 // simd_per_cu: 4 on CDNA; simd_count / simd_per_cu is the CU count
 	MemBanksCount uint32 // mem_banks_count
 	CachesCount   uint32 // caches_count
 	IOLinksCount  uint32 // io_links_count: the entries of io_links/
@@ -252,6 +253,8 @@ func parseProperties(b []byte) (Properties, error) {
 			f = &p.CPUCoresCount
 		case "simd_count":
 			f = &p.SIMDCount
+		case "simd_per_cu":
+			f = &p.SIMDPerCU
 		case "mem_banks_count":
 			f = &p.MemBanksCount
 		case "caches_count":

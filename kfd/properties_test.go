@@ -18,7 +18,7 @@ func TestParseProperties(t *testing.T) {
 		err  string // part of the error; "" for none
 	}{
 		{name: "gpu", in: gpuProps(0), want: Properties{
-			SIMDCount: 1216, MemBanksCount: 1, CachesCount: 459, IOLinksCount: 8, P2PLinksCount: 1,
+			SIMDCount: 1216, SIMDPerCU: 4, MemBanksCount: 1, CachesCount: 459, IOLinksCount: 8, P2PLinksCount: 1,
 			GFXTargetVersion: 90402, VendorID: 4098, DeviceID: 29857, LocationID: 1280, DRMRenderMinor: 128,
 			HiveID: 12278230016431186561, NumSDMAEngines: 2, NumSDMAXGMIEngines: 14,
 			UniqueID: 1479215874912137401, NumXCC: 8,
@@ -162,10 +162,10 @@ func FuzzParseProperties(f *testing.F) {
 			}
 			return
 		}
-		back := fmt.Sprintf("cpu_cores_count %d\nsimd_count %d\nmem_banks_count %d\ncaches_count %d\nio_links_count %d\n"+
+		back := fmt.Sprintf("cpu_cores_count %d\nsimd_count %d\nsimd_per_cu %d\nmem_banks_count %d\ncaches_count %d\nio_links_count %d\n"+
 			"p2p_links_count %d\ngfx_target_version %d\nvendor_id %d\ndevice_id %d\nlocation_id %d\ndomain %d\n"+
 			"drm_render_minor %d\nhive_id %d\nnum_sdma_engines %d\nnum_sdma_xgmi_engines %d\nunique_id %d\nnum_xcc %d\n",
-			p.CPUCoresCount, p.SIMDCount, p.MemBanksCount, p.CachesCount, p.IOLinksCount, p.P2PLinksCount,
+			p.CPUCoresCount, p.SIMDCount, p.SIMDPerCU, p.MemBanksCount, p.CachesCount, p.IOLinksCount, p.P2PLinksCount,
 			p.GFXTargetVersion, p.VendorID, p.DeviceID, p.LocationID, p.Domain, p.DRMRenderMinor, p.HiveID,
 			p.NumSDMAEngines, p.NumSDMAXGMIEngines, p.UniqueID, p.NumXCC)
 		q, err := parseProperties([]byte(back))

@@ -59,7 +59,7 @@ func wantMI300X() Topology {
 		n := Node{
 			ID: id, GPUID: gpuIDs[i], Name: "ip discovery",
 			Props: Properties{
-				SIMDCount: 1216, MemBanksCount: 1, CachesCount: 459, IOLinksCount: 8, P2PLinksCount: 1,
+				SIMDCount: 1216, SIMDPerCU: 4, MemBanksCount: 1, CachesCount: 459, IOLinksCount: 8, P2PLinksCount: 1,
 				GFXTargetVersion: 90402, VendorID: 0x1002, DeviceID: 0x74a1, LocationID: locations[i],
 				DRMRenderMinor: uint32(128 + i), HiveID: 12278230016431186561,
 				NumSDMAEngines: 2, NumSDMAXGMIEngines: 14, UniqueID: uniqueIDs[i], NumXCC: 8,

@@ -48,8 +48,11 @@ type Var struct{ Name, Value string }
 // nil): node-level variables in the documented order (docs/nccl-env.md),
 // then the per-rank ones.
 type Env struct {
-	Rank     *int
-	GPU      *int // NVML index of the rank's GPU; nil without a rank
+	Rank *int
+	// GPU is the index of the rank's GPU (GPU.Index: NVML's for an
+	// NVIDIA GPU; AMD GPUs are numbered on after them); nil without a
+	// rank.
+	GPU      *int
 	Vars     []Var
 	Warnings []string
 }
@@ -89,9 +92,10 @@ func BuildEnv(n topology.Node, req EnvRequest) (Env, error) {
 		idx := g.Index
 		b.env.GPU = &idx
 	}
+	b.vendor(gpu)
 	b.node(req)
 	if gpu != nil {
-		b.rank(*gpu)
+		b.rank(*gpu, req)
 	}
 	return b.env, nil
 }
@@ -106,6 +110,12 @@ func PluginWritesTopology(n topology.Node) bool {
 type envBuilder struct {
 	n   topology.Node
 	env Env
+	// amd: the variables are RCCL's, for an AMD GPU (env_amd.go): the
+	// rank's GPU is an AMD one, or without a rank every GPU of the node
+	// is. Otherwise they are NCCL's.
+	amd bool
+	// mixed: the node has NVIDIA and AMD GPUs.
+	mixed bool
 }
 
 func (b *envBuilder) set(name, value string) {
@@ -119,7 +129,11 @@ func (b *envBuilder) warn(format string, args ...any) {
 // node adds the node-level variables in table order.
 func (b *envBuilder) node(req EnvRequest) {
 	n := b.n
-	b.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+	if !b.amd {
+		// CUDA's ordinals then follow NVML's. HIP numbers its devices
+		// in KFD order and does not read it: never for an AMD GPU.
+		b.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+	}
 
 	ib := envComputeNICs(n, topology.FabricInfiniBand)
 	roce := envComputeNICs(n, topology.FabricRoCE)
@@ -197,9 +211,12 @@ func (b *envBuilder) node(req EnvRequest) {
 	}
 
 	b.mnnvl(req)
+	b.amdNode()
 
 	if req.TopoFile != "" {
 		switch {
+		case b.amd && b.mixed:
+			b.warn("NCCL_TOPO_FILE not set to %s: on a node with NVIDIA and AMD GPUs the topology file is NCCL's (<system version=\"1\">), which RCCL refuses (\"XML Topology has wrong version\", rccl src/graph/xml.cc): RCCL detects the topology itself", req.TopoFile)
 		case len(efa) > 0 && req.TopoFile == n.TopoFile && n.Platform.Cloud == topology.CloudAWS:
 			// aws-ofi-nccl's own file for this instance type, which the
 			// plugin hands NCCL itself.
@@ -210,9 +227,13 @@ func (b *envBuilder) node(req EnvRequest) {
 		}
 	}
 	if req.CuFileJSON != "" {
-		// cuFile (GPUDirect Storage) reads this file instead of
-		// /etc/cufile.json.
-		b.set("CUFILE_ENV_PATH_JSON", req.CuFileJSON)
+		if b.amd {
+			b.warn("CUFILE_ENV_PATH_JSON not set to %s: cuFile (GPUDirect Storage) is NVIDIA's library, and the GPU is an AMD one", req.CuFileJSON)
+		} else {
+			// cuFile (GPUDirect Storage) reads this file instead of
+			// /etc/cufile.json.
+			b.set("CUFILE_ENV_PATH_JSON", req.CuFileJSON)
+		}
 	}
 }
 
@@ -458,9 +479,12 @@ func (b *envBuilder) tcpx(front string, gve []topology.NIC) {
 }
 
 // rank adds the per-rank variables of GPU g.
-func (b *envBuilder) rank(g topology.GPU) {
+func (b *envBuilder) rank(g topology.GPU, req EnvRequest) {
 	n := b.n
 	b.set("GPUAFFINITY_GPU", strconv.Itoa(g.Index))
+	if g.IsAMD() {
+		b.hipDevices(g, req)
+	}
 	nics := envPairNICs(n, g.Index)
 	b.set("GPUAFFINITY_NICS", strings.Join(nics, ","))
 

@@ -62,11 +62,23 @@ var envFixtures = []struct {
 	// gb200-nvl72-fabric-failed: GPU 2's fabric, no IMEX channel.
 	{"gb200-nvl72-tray", "enP6p3s0f0np0", 3, 0, nil},
 	{"gb200-nvl72-fabric-failed", "enP6p3s0f0np0", 3, 2, []int{2}},
+	// AMD Instinct MI300X (RCCL): no CUDA_DEVICE_ORDER, the rank's HIP
+	// ordinals (env_amd.go); amd-mi300x-faults' faults change nothing
+	// env sets; GPU 6 is the one that lost XGMI links.
+	{"amd-mi300x", "ens99f0np0", 7, 0, nil},
+	{"amd-mi300x-faults", "ens99f0np0", 7, 0, []int{6}},
+	{"amd-mi300x-pollara", "ens99f0np0", 7, 0, nil},
+	{"azure-nd-mi300x-v5", "eth0", 7, 0, nil},
+	{"oci-bm-gpu-mi300x", "eth0", 7, 0, nil},
+	// NVIDIA H100 + AMD MI210: each rank its own GPU's library's
+	// variables, and the warning that one job cannot span both.
+	{"mixed-h100-mi210", "enp97s0f0np0", 1, 1, nil},
 }
 
 // envNoGPU are the fixtures without a GPU gpuaffinity supports: env fails
-// for every rank, naming what is on the bus.
-var envNoGPU = map[string]string{"amd-mi300x": "8 accelerator(s) on the PCI bus are not supported yet: 8× AMD Instinct MI300X (1002:74a1, driver amdgpu) at 0000:05:00.0"}
+// for every rank, naming what is on the bus. None today: amd-mi300x, the
+// one there was, has 8 supported AMD GPUs since issue 18.
+var envNoGPU = map[string]string{}
 
 // envExpected reads a hand-written expectation, dropping # comment lines.
 func envExpected(t *testing.T, file string) string {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -203,8 +205,71 @@ func WriteJSONRanks(w io.Writer, envs []Env) error {
 
 // envPerRank are the per-rank variables; all others are node-level.
 var envPerRank = map[string]bool{
-	"GPUAFFINITY_GPU": true, "GPUAFFINITY_NICS": true, "GPUAFFINITY_CPUS": true,
-	"GPUAFFINITY_NUMA": true, "UCX_NET_DEVICES": true,
+	"GPUAFFINITY_GPU": true, "GPUAFFINITY_HIP_DEVICES": true, "GPUAFFINITY_NICS": true,
+	"GPUAFFINITY_CPUS": true, "GPUAFFINITY_NUMA": true, "UCX_NET_DEVICES": true,
+}
+
+// writeNodeVars writes the node-level variables every rank shares (name
+// and value), in the first env's order; then, where ranks differ (a node
+// with NVIDIA and AMD GPUs: CUDA_DEVICE_ORDER, NCCL_TOPO_FILE are NCCL's
+// only), "Ranks R also:" and the variables those ranks have besides.
+func writeNodeVars(b *bytes.Buffer, envs []Env) {
+	if len(envs) == 0 {
+		return
+	}
+	line := func(v Var) {
+		q := strconv.Quote(v.Value)
+		fmt.Fprintf(b, "  %s=%s\n", v.Name, q[1:len(q)-1])
+	}
+	inAll := func(v Var) bool {
+		for _, e := range envs {
+			if got, ok := e.Get(v.Name); !ok || got != v.Value {
+				return false
+			}
+		}
+		return true
+	}
+	for _, v := range envs[0].Vars {
+		if !envPerRank[v.Name] && inAll(v) {
+			line(v)
+		}
+	}
+	type group struct {
+		ranks []int
+		vars  []Var
+	}
+	var groups []group
+	for i, e := range envs {
+		var own []Var
+		for _, v := range e.Vars {
+			if !envPerRank[v.Name] && !inAll(v) {
+				own = append(own, v)
+			}
+		}
+		if len(own) == 0 {
+			continue
+		}
+		r := i
+		if e.Rank != nil {
+			r = *e.Rank
+		}
+		j := slices.IndexFunc(groups, func(g group) bool { return slices.Equal(g.vars, own) })
+		if j < 0 {
+			groups = append(groups, group{vars: own})
+			j = len(groups) - 1
+		}
+		groups[j].ranks = append(groups[j].ranks, r)
+	}
+	for _, g := range groups {
+		label := "Rank"
+		if len(g.ranks) > 1 {
+			label = "Ranks"
+		}
+		fmt.Fprintf(b, "%s %s also:\n", label, cpuset.Of(g.ranks...).String())
+		for _, v := range g.vars {
+			line(v)
+		}
+	}
 }
 
 // WriteRanks writes the all-ranks view for people: the node-level
@@ -214,13 +279,7 @@ var envPerRank = map[string]bool{
 func WriteRanks(w io.Writer, n topology.Node, envs []Env) error {
 	var b bytes.Buffer
 	b.WriteString("Every rank:\n")
-	if len(envs) > 0 {
-		for _, v := range envs[0].Vars {
-			if !envPerRank[v.Name] {
-				fmt.Fprintf(&b, "  %s=%s\n", v.Name, strconv.Quote(v.Value)[1:len(strconv.Quote(v.Value))-1])
-			}
-		}
-	}
+	writeNodeVars(&b, envs)
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tGPU\tBUS ID\tNUMA\tCPUS\tNICS\tCLASS\tUCX_NET_DEVICES")

@@ -34,13 +34,20 @@ type XMLOptions struct {
 // attributes NCCL reads from sysfs. It leaves out <gpu>, <nvlink>, <nic>,
 // <net>, host_hash and keep: NCCL fills those itself and would trust a
 // wrong value in the file (docs/nccl-topo.md). The tree is checked with
-// ncclxml.CheckElement before anything is written.
+// ncclxml.CheckElementFor before anything is written.
+//
+// The file is for the library XMLDialect names. On a node whose GPUs
+// are all AMD ones it is RCCL's (<system version="2">, RCCL's own sysfs
+// rules; RCCL fills <gpu> and <xgmi> from HIP and KFD itself, as NCCL
+// does <gpu> and <nvlink>). On a node with NVIDIA and AMD GPUs it is
+// NCCL's, with the AMD GPUs left out and a comment that says so: one file
+// cannot be read by both.
 func TopologyXML(w io.Writer, n topology.Node, opts XMLOptions) error {
 	root, err := xmlTree(n, opts)
 	if err != nil {
 		return err
 	}
-	if err := ncclxml.CheckElement(root); err != nil {
+	if err := ncclxml.CheckElementFor(root, XMLDialect(n)); err != nil {
 		return fmt.Errorf("nccl: topology XML of %s: %w", xmlHost(n), err)
 	}
 	if err := root.Write(w); err != nil {
@@ -50,6 +57,16 @@ func TopologyXML(w io.Writer, n topology.Node, opts XMLOptions) error {
 }
 
 func xmlHost(n topology.Node) string { return cmp.Or(n.Hostname, "node") }
+
+// XMLDialect is the library TopologyXML writes n's file for: RCCL where
+// n has GPUs and every one is an AMD GPU, NCCL otherwise (NVIDIA GPUs,
+// NVIDIA and AMD GPUs together, or no GPU).
+func XMLDialect(n topology.Node) ncclxml.Dialect {
+	if len(n.GPUs) > 0 && !slices.ContainsFunc(n.GPUs, func(g topology.GPU) bool { return !g.IsAMD() }) {
+		return ncclxml.RCCL
+	}
+	return ncclxml.NCCL
+}
 
 // xmlLeaf is one GPU or NIC the file places.
 type xmlLeaf struct {
@@ -62,31 +79,38 @@ type xmlLeaf struct {
 }
 
 type xmlBuilder struct {
-	n      *topology.Node
-	devs   map[string]*topology.PCIDevice
-	pci    map[string]*ncclxml.Element // by busid
-	parent map[string]string           // busid → parent pci busid, "" for a cpu
-	numa   map[string]int              // busid of a pci under a cpu → numaid
-	cpus   map[int]*ncclxml.Element
-	leaves map[string]*xmlLeaf // by busid
-	order  []*xmlLeaf          // GPUs in GPU order, then NICs in NIC order
+	n       *topology.Node
+	dialect ncclxml.Dialect
+	devs    map[string]*topology.PCIDevice
+	pci     map[string]*ncclxml.Element // by busid
+	parent  map[string]string           // busid → parent pci busid, "" for a cpu
+	numa    map[string]int              // busid of a pci under a cpu → numaid
+	cpus    map[int]*ncclxml.Element
+	leaves  map[string]*xmlLeaf // by busid
+	order   []*xmlLeaf          // GPUs in GPU order, then NICs in NIC order
 }
 
 func xmlTree(n topology.Node, opts XMLOptions) (*ncclxml.Element, error) {
 	b := &xmlBuilder{
-		n:      &n,
-		devs:   make(map[string]*topology.PCIDevice, len(n.PCIDevices)),
-		pci:    map[string]*ncclxml.Element{},
-		parent: map[string]string{},
-		numa:   map[string]int{},
-		cpus:   map[int]*ncclxml.Element{},
-		leaves: map[string]*xmlLeaf{},
+		n:       &n,
+		dialect: XMLDialect(n),
+		devs:    make(map[string]*topology.PCIDevice, len(n.PCIDevices)),
+		pci:     map[string]*ncclxml.Element{},
+		parent:  map[string]string{},
+		numa:    map[string]int{},
+		cpus:    map[int]*ncclxml.Element{},
+		leaves:  map[string]*xmlLeaf{},
 	}
 	for i := range n.PCIDevices {
 		b.devs[n.PCIDevices[i].BusID] = &n.PCIDevices[i]
 	}
+	var leftOut []string // AMD GPUs on a node with NVIDIA GPUs
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
+		if b.dialect == ncclxml.NCCL && g.IsAMD() {
+			leftOut = append(leftOut, fmt.Sprintf("%d (%s)", g.Index, g.BusID))
+			continue
+		}
 		d := b.devs[g.BusID]
 		if d == nil {
 			return nil, fmt.Errorf("nccl: topology XML: GPU %d (%s) is not among the PCI devices", g.Index, g.BusID)
@@ -116,7 +140,12 @@ func xmlTree(n topology.Node, opts XMLOptions) (*ncclxml.Element, error) {
 	if opts.SynthesizeSwitches {
 		b.synthesize()
 	}
-	root := &ncclxml.Element{Name: "system", Attrs: []ncclxml.Attr{{Name: "version", Value: "1"}}}
+	root := &ncclxml.Element{Name: "system", Attrs: []ncclxml.Attr{{Name: "version", Value: strconv.Itoa(b.dialect.Version())}}}
+	if len(leftOut) > 0 {
+		root.Comment = "NCCL's file (version 1), for the NVIDIA GPUs. Left out: AMD GPU(s) " + strings.Join(leftOut, ", ") + ".\n" +
+			"RCCL reads only version 2 files (rccl src/graph/xml.h NCCL_TOPO_XML_VERSION) and fails on this one;\n" +
+			"one file cannot serve both libraries, and none is written for RCCL on a node with NVIDIA GPUs."
+	}
 	for _, id := range slices.Sorted(maps.Keys(b.cpus)) {
 		c := b.cpus[id]
 		xmlSortRec(c)
@@ -151,6 +180,12 @@ func (b *xmlBuilder) addLeaf(l *xmlLeaf) {
 			numa := -1
 			if dev.NUMANode != nil {
 				numa = *dev.NUMANode
+			}
+			if numa == -1 && b.dialect == ncclxml.RCCL {
+				// RCCL keeps NCCL's old "Workaround kernel bug":
+				// numa_node -1 is read as 0 (rccl@0cbce2a
+				// src/graph/xml.cc ncclTopoGetXmlFromSys).
+				numa = 0
 			}
 			b.parent[bus] = ""
 			b.numa[bus] = numa
@@ -250,6 +285,12 @@ func (b *xmlBuilder) pciElement(busid string, d *topology.PCIDevice) *ncclxml.El
 // A device a vendor topology file put at the top (HostBridge
 // "topo-file:…", no parent) has no directory above it that NCCL could
 // read: the file's own link is kept.
+//
+// RCCL differs on the width: where the directory above gives no
+// max_link_width it takes the device's own (rccl@0cbce2a
+// src/graph/xml.cc: portWidth = deviceWidth when "../max_link_width" is
+// empty), so a root-bus GPU is x16 there, as RCCL's own MI300X VM model
+// shows (tools/topo_expl/models/topo_8p_940vm.xml).
 func (b *xmlBuilder) link(d *topology.PCIDevice) (speed string, width int) {
 	var port topology.PCILink
 	if p := b.devs[d.Parent]; d.Parent != "" && p != nil {
@@ -260,6 +301,9 @@ func (b *xmlBuilder) link(d *topology.PCIDevice) (speed string, width int) {
 	speed = d.Link.MaxSpeed
 	if xmlGTs(port.MaxSpeed) < xmlGTs(d.Link.MaxSpeed) {
 		speed = port.MaxSpeed
+	}
+	if b.dialect == ncclxml.RCCL && port.MaxWidth == 0 {
+		return speed, d.Link.MaxWidth
 	}
 	return speed, min(d.Link.MaxWidth, port.MaxWidth)
 }

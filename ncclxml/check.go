@@ -21,12 +21,15 @@ var children = map[string][]string{
 }
 
 // Check parses data and checks the tree with CheckElement.
-func Check(data []byte) error {
+func Check(data []byte) error { return CheckFor(data, NCCL) }
+
+// CheckFor parses data and checks the tree with CheckElementFor.
+func CheckFor(data []byte, d Dialect) error {
 	root, err := Parse(data)
 	if err != nil {
 		return err
 	}
-	return CheckElement(root)
+	return CheckElementFor(root, d)
 }
 
 // CheckElement checks a tree against what NCCL needs to use it fully:
@@ -46,28 +49,39 @@ func Check(data []byte) error {
 //
 // It returns every problem found, joined; each wraps ErrInvalid or
 // ErrLimit.
-func CheckElement(root *Element) error {
-	c := &checker{busids: map[string]int{}}
+func CheckElement(root *Element) error { return CheckElementFor(root, NCCL) }
+
+// CheckElementFor checks a tree as CheckElement does, against the loader
+// of dialect d: for RCCL the root is <system version="2">, a gpu holds
+// xgmi (pci→pci|gpu|nic; gpu→xgmi), and the limits are RCCLMaxSubs and
+// RCCLMaxNodes.
+func CheckElementFor(root *Element, d Dialect) error {
+	subs, nodes := d.limits()
+	c := &checker{busids: map[string]int{}, lib: d.String(), children: d.children(), maxSubs: subs}
 	if root == nil {
 		return &Error{Msg: "no root element", Err: ErrInvalid}
 	}
+	want := d.Version()
 	if root.Name != "system" {
 		c.add(root, ErrInvalid, "the root element must be <system>, not <%s>", root.Name)
 	} else if v, ok := root.Value("version"); !ok {
-		c.add(root, ErrInvalid, "no version attribute (NCCL needs version=\"1\")")
-	} else if n, _ := strtol(v); n != 1 {
-		c.add(root, ErrInvalid, "version %q: NCCL reads only version 1", v)
+		c.add(root, ErrInvalid, "no version attribute (%s needs version=\"%d\")", c.lib, want)
+	} else if n, _ := strtol(v); n != int64(want) {
+		c.add(root, ErrInvalid, "version %q: %s reads only version %d", v, c.lib, want)
 	}
 	c.walk(root)
-	if n := root.Count(); n >= MaxNodes {
-		c.add(root, ErrLimit, "%d elements: NCCL's loader stops at %d (NCCL_TOPO_XML_MAX_NODES, counted before each tag)", n, MaxNodes)
+	if n := root.Count(); n >= nodes {
+		c.add(root, ErrLimit, "%d elements: %s's loader stops at %d (NCCL_TOPO_XML_MAX_NODES, counted before each tag)", n, c.lib, nodes)
 	}
 	return errors.Join(c.errs...)
 }
 
 type checker struct {
-	errs   []error
-	busids map[string]int // busid → line of its first pci
+	errs     []error
+	busids   map[string]int // busid → line of its first pci
+	lib      string         // "NCCL", "RCCL": the loader, in messages
+	children map[string][]string
+	maxSubs  int
 }
 
 func (c *checker) add(e *Element, kind error, format string, args ...any) {
@@ -76,10 +90,10 @@ func (c *checker) add(e *Element, kind error, format string, args ...any) {
 
 func (c *checker) walk(e *Element) {
 	if len(e.Attrs) > MaxAttrs {
-		c.add(e, ErrLimit, "%d attributes: NCCL ignores all after the first %d", len(e.Attrs), MaxAttrs)
+		c.add(e, ErrLimit, "%d attributes: %s ignores all after the first %d", len(e.Attrs), c.lib, MaxAttrs)
 	}
-	if len(e.Children) > MaxSubs {
-		c.add(e, ErrLimit, "%d children: NCCL's limit is %d", len(e.Children), MaxSubs)
+	if len(e.Children) > c.maxSubs {
+		c.add(e, ErrLimit, "%d children: %s's limit is %d", len(e.Children), c.lib, c.maxSubs)
 	}
 	switch e.Name {
 	case "cpu":
@@ -87,10 +101,10 @@ func (c *checker) walk(e *Element) {
 	case "pci":
 		c.pci(e)
 	}
-	allowed, known := children[e.Name]
+	allowed, known := c.children[e.Name]
 	for _, ch := range e.Children {
 		if !known || !contains(allowed, ch.Name) {
-			c.add(ch, ErrInvalid, "NCCL does not load <%s> inside <%s> and skips it", ch.Name, e.Name)
+			c.add(ch, ErrInvalid, "%s does not load <%s> inside <%s> and skips it", c.lib, ch.Name, e.Name)
 			continue
 		}
 		c.walk(ch)

@@ -9,4 +9,8 @@
 // same errors, and reports the line. Check adds the limits and required
 // attributes that NCCL enforces (or silently gets wrong) once the file
 // is loaded. Write prints a tree the way NCCL_TOPO_DUMP_FILE does.
+//
+// AMD's RCCL reads the same syntax with its own version and nesting
+// (Dialect RCCL: <system version="2">, <gpu> holding <xgmi>);
+// CheckFor and CheckElementFor check against either loader.
 package ncclxml

@@ -26,7 +26,7 @@ func (b *builder) pairs() {
 
 // nvlinks draws the NVSwitch fabric as one node joined to each GPU with
 // active links to an NVSwitch; without one, GPU pairs that share NVLinks
-// are joined directly.
+// are joined directly, as are AMD GPUs joined by XGMI.
 func (b *builder) nvlinks() {
 	for _, g := range b.n.GPUs {
 		count := 0
@@ -48,8 +48,15 @@ func (b *builder) nvlinks() {
 	}
 	for _, p := range b.n.GPUPaths {
 		a, c := gpuKey(min(p.A, p.B)), gpuKey(max(p.A, p.B))
-		if p.NVLinks > 0 && b.nodes[a].key != "" && b.nodes[c].key != "" {
+		if b.nodes[a].key == "" || b.nodes[c].key == "" {
+			continue
+		}
+		switch {
+		case p.NVLinks > 0:
 			b.edges[gedge{from: a, to: c, kind: edgeNVLink, label: fmt.Sprintf("NV%d", p.NVLinks)}] = true
+		case p.XGMI > 0:
+			// AMD's XGMI mesh is drawn as the GPU-to-GPU links it is.
+			b.edges[gedge{from: a, to: c, kind: edgeNVLink, label: "XGMI"}] = true
 		}
 	}
 }

@@ -45,6 +45,7 @@ func Table(w io.Writer, n topology.Node) error {
 type marks struct {
 	inferred bool // a class ended in "*"
 	unknown  bool // a cell printed "-"
+	xgmi     bool // a cell printed "XGMI"
 }
 
 const self = " X " // nvidia-smi's diagonal
@@ -128,6 +129,11 @@ func (f *facts) gpuCell(a, b int, m *marks) string {
 	switch {
 	case ok && p.NVLinks > 0:
 		return fmt.Sprintf("NV%d", p.NVLinks)
+	case ok && p.XGMI > 0:
+		// rocm-smi --showtopotype and amd-smi topology print XGMI for a
+		// direct link; MI300X joins each pair by one.
+		m.xgmi = true
+		return "XGMI"
 	case ok && p.Class != topology.ClassUnknown:
 		return p.Class.String()
 	}
@@ -160,6 +166,9 @@ func writeLegend(ew *errWriter, m marks) {
 	ew.line("  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)")
 	ew.line("  PIX  = Connection traversing at most a single PCIe bridge")
 	ew.line("  NV#  = Connection traversing a bonded set of # NVLinks")
+	if m.xgmi {
+		ew.line("  XGMI = Connection traversing a direct XGMI (AMD Infinity Fabric) link")
+	}
 	if m.inferred {
 		ew.line("  *    = Class inferred from CPU lists: the PCI tree could not place the devices")
 	}

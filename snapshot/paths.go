@@ -116,6 +116,21 @@ var rules = []rule{
 	// discovery (cloud and machine type), health: what the machine is.
 	// Never product_serial, board_serial, chassis_serial or product_uuid.
 	{scope: scopeRoot, pattern: "sys/class/dmi/id/{sys_vendor,product_name,product_version,board_vendor,board_name,chassis_vendor}", action: copyFile},
+	// health (RCCL skips its iommu=pt advice on Hyper-V, whose firmware
+	// says "Hyper-V UEFI Release" here).
+	{scope: scopeRoot, pattern: "sys/class/dmi/id/bios_version", action: copyFile},
+	// discovery (kfd: AMD GPUs): KFD's topology, a link to
+	// sys/devices/virtual/kfd/kfd, and its nodes and links.
+	{scope: scopeRoot, pattern: "sys/class/kfd/kfd", action: linkMkdir},
+	{scope: scopeRoot, pattern: "sys/devices/virtual/kfd/kfd/topology/{generation_id,system_properties}", action: copyFile},
+	{scope: scopeRoot, pattern: "sys/devices/virtual/kfd/kfd/topology/nodes/*/{gpu_id,name,properties}", action: copyFile},
+	{scope: scopeRoot, pattern: "sys/devices/virtual/kfd/kfd/topology/nodes/*/{io_links,p2p_links}/*/properties", action: copyFile},
+	// discovery (ROCm): the amdgpu module's version (DKMS) and amdkfd's
+	// peer-memory client.
+	{scope: scopeRoot, pattern: "sys/module/amdgpu/version", action: copyFile, flat: true},
+	{scope: scopeRoot, pattern: "sys/kernel/mm/memory_peers/amdkfd/version", action: copyFile},
+	{scope: scopeRoot, pattern: "sys/kernel/memory_peers/amdkfd/version", action: copyFile},
+	{scope: scopeRoot, pattern: "sys/memory_peers/amdkfd/version", action: copyFile},
 	// discovery (Azure and OCI mark themselves here).
 	{scope: scopeRoot, pattern: "sys/class/dmi/id/chassis_asset_tag", action: copyFile, scrub: scrubAssetTag},
 
@@ -213,6 +228,17 @@ var rules = []rule{
 	// group, a link to sys/kernel/iommu_groups/N (whose type the root
 	// rule copies).
 	{scope: scopePCI, pattern: "iommu_group", action: copyLink},
+
+	// discovery (kfd: AMD GPUs): amdgpu's XGMI identity, partition
+	// modes, render node, RAS and PCIe replay counts. Never xgmi_error:
+	// reading it clears the counter (amdgpu_xgmi.c).
+	{scope: scopePCI, pattern: "{xgmi_device_id,xgmi_physical_id,xgmi_num_links,current_compute_partition,current_memory_partition,pcie_replay_count}", action: copyFile},
+	// the hive directory: real under the hive's first GPU, a link to it
+	// from the others (amdgpu_xgmi_sysfs_add_dev_info).
+	{scope: scopePCI, pattern: "xgmi_hive_info", action: copyLink},
+	{scope: scopePCI, pattern: "xgmi_hive_info/xgmi_hive_id", action: copyFile},
+	{scope: scopePCI, pattern: "drm/renderD[0-9]*", action: keepDir},
+	{scope: scopePCI, pattern: "ras/{features,*_err_count}", action: copyFile},
 
 	// --- NVMe controller. ---
 

@@ -19,6 +19,13 @@ func (n Node) ForLaunch() Node {
 	n.GPUs = slices.Clone(n.GPUs)
 	for i := range n.GPUs {
 		n.GPUs[i].NVLinks, n.GPUs[i].Health, n.GPUs[i].Platform = nil, GPUHealth{}, nil
+		if a := n.GPUs[i].AMD; a != nil {
+			// Launchers need an AMD GPU's ordinals and render node, not
+			// its links and counters.
+			c := *a
+			c.XGMILinks, c.RAS, c.PCIeReplayCount = nil, nil, nil
+			n.GPUs[i].AMD = &c
+		}
 	}
 	return n
 }

@@ -25,7 +25,7 @@ func Link(n *Node, opts RoleOptions) {
 	for i, a := range n.GPUs {
 		for _, b := range n.GPUs[i+1:] {
 			c, _ := tree.class(a.BusID, b.BusID)
-			n.GPUPaths = append(n.GPUPaths, GPUPath{A: a.Index, B: b.Index, Class: c, NVLinks: nvlinksBetween(a, b)})
+			n.GPUPaths = append(n.GPUPaths, GPUPath{A: a.Index, B: b.Index, Class: c, NVLinks: nvlinksBetween(a, b), XGMI: xgmiBetween(a, b)})
 		}
 	}
 	n.Warnings = append(n.Warnings, assignRoles(n, opts, c)...)

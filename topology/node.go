@@ -59,6 +59,8 @@ type Node struct {
 	Storage Storage `json:"storage"`
 	// NVLinkFabric is the node's NVLink domains and IMEX.
 	NVLinkFabric NVLinkFabric `json:"nvlink_fabric"`
+	// ROCm is AMD's stack on the node; nil where it has no AMD GPU.
+	ROCm *ROCmInfo `json:"rocm,omitempty"`
 	// Warnings name the file or device behind every degraded answer.
 	Warnings []string `json:"warnings"`
 }
@@ -249,7 +251,8 @@ const (
 	GPUNVMLError GPUState = "nvml-error"  // NVML listed it but a required call failed
 )
 
-// GPU is one NVIDIA GPU found on the PCI bus.
+// GPU is one GPU found on the PCI bus: an NVIDIA GPU (NVML) or an AMD
+// Instinct one (amdgpu, KFD; AMD set).
 type GPU struct {
 	Index int    `json:"index"`  // NVML index; PCI bus order without NVML
 	BusID string `json:"bus_id"` // lower-case "dddd:bb:dd.f"
@@ -291,6 +294,8 @@ type GPU struct {
 	// Platform is the GPU's rack position (Blackwell and newer); nil
 	// where NVML does not say.
 	Platform *GPUPlatform `json:"platform"`
+	// AMD is what amdgpu and KFD say of an AMD GPU; nil for NVIDIA.
+	AMD *AMDGPU `json:"amd,omitempty"`
 }
 
 // GPUHealth holds NVML's health answers for one GPU (read at discovery).

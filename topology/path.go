@@ -73,6 +73,9 @@ type GPUPath struct {
 	// NVLinks is the number of NVLinks joining them (directly or through
 	// NVSwitches): `NV#` in nvidia-smi; 0 for none.
 	NVLinks int `json:"nvlinks"`
+	// XGMI is the number of direct XGMI links joining two AMD GPUs (1
+	// per linked pair on MI300X): XGMI in rocm-smi --showtopotype.
+	XGMI int `json:"xgmi,omitempty"`
 }
 
 // Pair is the NIC choice of one GPU.

@@ -67,36 +67,67 @@ func TestDownComputePort(t *testing.T) {
 	}
 }
 
-// An 8x MI300X node: every command says its accelerators are not
-// supported; check fails gpu.count; env fails rather than print nothing.
+// gaudiRoot is amd-mi300x with its 8 OAMs turned into Intel Gaudi 2
+// (1da3:1020, class 0x120000, no driver bound, no KFD): accelerators
+// gpuaffinity does not drive.
+func gaudiRoot(t *testing.T) string {
+	t.Helper()
+	root := checkRoot(t, "amd-mi300x")
+	for _, bdf := range []string{"05", "2b", "5b", "65", "7d", "a5", "d5", "e7"} {
+		dir, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices/0000:"+bdf+":00.0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, "vendor"), "0x1da3\n")
+		writeFile(t, filepath.Join(dir, "device"), "0x1020\n")
+		if err := os.Remove(filepath.Join(dir, "driver")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(root, "sys/devices/virtual/kfd")); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// A node of accelerators gpuaffinity does not drive (Intel Gaudi 2):
+// every command says they are not supported; check fails gpu.count; env
+// fails rather than print nothing.
 func TestUnsupportedAccelerators(t *testing.T) {
-	const warn = "8 accelerator(s) on the PCI bus are not supported yet: 8× AMD Instinct MI300X (1002:74a1, driver amdgpu)"
+	root := gaudiRoot(t)
+	const warn = "8 accelerator(s) on the PCI bus are not supported yet: 8× Intel Gaudi 2 (1da3:1020, driver none)"
 	for _, args := range [][]string{
-		{"topo", "--demo", "amd-mi300x", "-o", "json"},
-		{"nccl-topo", "--demo", "amd-mi300x"},
-		{"gres", "--demo", "amd-mi300x"},
-		{"cpumap", "--demo", "amd-mi300x"},
-		{"env", "--demo", "amd-mi300x", "--all-ranks"},
-		{"env", "--demo", "amd-mi300x", "--local-rank", "0"},
+		{"topo", "--root", root, "-o", "json"},
+		{"nccl-topo", "--root", root},
+		{"gres", "--root", root},
+		{"cpumap", "--root", root},
+		{"env", "--root", root, "--all-ranks"},
+		{"env", "--root", root, "--local-rank", "0"},
 	} {
 		_, stderr, _ := runErr(t, args...)
 		if !strings.Contains(stderr, warn) {
-			t.Errorf("%s: stderr %q has no warning %q", strings.Join(args, " "), stderr, warn)
+			t.Errorf("%s: stderr %q has no warning %q", strings.Join(args[:1], " "), stderr, warn)
 		}
 	}
-	for _, args := range [][]string{{"env", "--demo", "amd-mi300x", "--all-ranks"}, {"env", "--demo", "amd-mi300x", "--local-rank", "0"}} {
+	for _, args := range [][]string{{"env", "--root", root, "--all-ranks"}, {"env", "--root", root, "--local-rank", "0"}} {
 		out, _, err := runErr(t, args...)
 		if err == nil || out != "" || !strings.Contains(err.Error(), "no GPU gpuaffinity supports: 8 accelerator(s)") {
 			t.Errorf("%s: err %v, stdout %q", strings.Join(args, " "), err, out)
 		}
 	}
-	rep, code := checkReport(t, "--demo", "amd-mi300x")
+	rep, code := checkReport(t, "--root", root)
 	if r := rep["gpu.count"]; code != 1 || r.Verdict != health.Fail ||
-		!strings.HasPrefix(r.Reason, "0 supported GPUs: 8 accelerators on the PCI bus are not supported yet (AMD Instinct MI300X, 1002:74a1") {
+		!strings.HasPrefix(r.Reason, "0 supported GPUs: 8 accelerators on the PCI bus are not supported yet (Intel Gaudi 2, 1da3:1020") {
 		t.Errorf("exit %d, gpu.count %+v", code, r)
 	}
 	if r := rep["topo.aligned"]; r.Verdict != health.Skip {
 		t.Errorf("topo.aligned with no GPU: %+v", r)
+	}
+	// The MI300X themselves are supported GPUs (amd_check_test.go holds
+	// the AMD checks, amd_env_test.go their RCCL environment).
+	rep, code = checkReport(t, "--demo", "amd-mi300x")
+	if r := rep["gpu.count"]; code != 0 || r.Verdict != health.Pass || r.Reason != "8 GPUs, AMD Instinct MI300X" {
+		t.Errorf("amd-mi300x: exit %d, gpu.count %+v", code, r)
 	}
 }
 

@@ -219,6 +219,9 @@ func TestAlertRules(t *testing.T) {
 		// Issue 17: the NVLink fabric.
 		"GPUAffinityNVLinkFabricUnhealthy", "GPUAffinityNVLinkFabricDegraded",
 		"GPUAffinityNVLinkCliqueSplit", "GPUAffinityNVLinkGPUOutsideClique", "GPUAffinityIMEXChannelsMissing",
+		// Issue 18: AMD Instinct. PCIe replays are one vendor-neutral alert.
+		"GPUAffinityAMDGPUDown", "GPUAffinityAMDGPUUncorrectableRAS", "GPUAffinityAMDXGMILinkDown",
+		"GPUAffinityPCIeReplaysRising",
 	} {
 		if !seen[want] {
 			t.Errorf("no alert %s", want)

@@ -15,22 +15,24 @@ import (
 // AMDGPU is the amdgpu driver's view of an AMD Instinct function (kind
 // other, vendor 0x1002): its node in the KFD topology
 // (sys/class/kfd/kfd/topology) and its DRM and XGMI sysfs entries
-// (FORMAT.md, "AMD Instinct: KFD and DRM"). Only the gfx942 (MI300
-// series) layout in SPX/NPS1 is modelled.
+// (FORMAT.md, "AMD Instinct: KFD and DRM"). Two layouts are modelled
+// (gfxLayouts): gfx942 (MI300 series) in SPX/NPS1 and gfx90a (MI200
+// series: MI210, one MI250 GCD) without an XGMI hive.
 type AMDGPU struct {
 	// Index is the GPU's probe order among the amdgpu blocks, 0..n-1: its
 	// KFD node is the CPU node count + Index, and the default DRM minors
 	// follow it.
 	Index int `yaml:"index"`
-	// GFX is the target name; only gfx942 is modelled.
+	// GFX is the target name: gfx942 or gfx90a (gfxLayouts).
 	GFX string `yaml:"gfx"`
 	// GFXTargetVersion is KFD's gfx_target_version; default from GFX
-	// (gfx942: 90402). When given it must agree with GFX.
+	// (gfx942: 90402, gfx90a: 90010). When given it must agree with GFX.
 	GFXTargetVersion int `yaml:"gfx_target_version"`
 	// SIMDCount is KFD's simd_count: 4 SIMDs per CU (MI300X: 304 CUs,
-	// 1216). Required.
+	// 1216; MI210: 104 CUs, 416). Required.
 	SIMDCount int `yaml:"simd_count"`
-	// NumXCC is the number of XCDs the node holds (num_xcc); default 1.
+	// NumXCC is the number of XCDs the node holds (num_xcc); default 1,
+	// and 1 on gfx90a.
 	NumXCC int `yaml:"num_xcc"`
 	// VRAMGiB is the HBM size: the node's mem_banks/0 and its gpu_id.
 	// Required.
@@ -41,8 +43,9 @@ type AMDGPU struct {
 	// Card is the primary DRM minor (cardN); default render_minor - 128.
 	Card *int `yaml:"card"`
 	// DRMNodes is how many DRM devices the driver registers for the GPU:
-	// 1 (default), or 8 on MI300 (its own and 7 spare XCP platform
-	// devices for compute partitions, which take the next minors).
+	// 1 (default, and the only value on gfx90a), or 8 on MI300 (its own
+	// and 7 spare XCP platform devices for compute partitions, which take
+	// the next minors).
 	DRMNodes int `yaml:"drm_nodes"`
 	// GPUID is KFD's gpu_id; default the kernel's CRC16 of the function
 	// (kfd_generate_gpu_id).
@@ -51,7 +54,9 @@ type AMDGPU struct {
 	// made up from the bus id.
 	UniqueID string `yaml:"unique_id"`
 	// XGMIHive is the XGMI hive id (64-bit, decimal or 0x hex, nonzero);
-	// "" for a GPU in no hive (no XGMI files, no XGMI links).
+	// "" for a GPU in no hive (no XGMI files, no XGMI links). gfx942
+	// only: a gfx90a hive (MI210 with an Infinity Fabric bridge, MI250)
+	// is not modelled.
 	XGMIHive string `yaml:"xgmi_hive"`
 	// XGMIDeviceID is the GPU's XGMI node id (xgmi_device_id); default
 	// made up from the bus id. Only with xgmi_hive.
@@ -65,12 +70,70 @@ type AMDGPU struct {
 	// links.
 	XGMIPeers XGMIPeers `yaml:"xgmi_peers"`
 	// ComputePartition is current_compute_partition; "" writes none.
-	// Only SPX is modelled.
+	// Only SPX is modelled, and only on gfx942 (MI200 has no partition
+	// modes, so no such file).
 	ComputePartition string `yaml:"compute_partition"`
 	// MemoryPartition is current_memory_partition; "" writes none. Only
-	// NPS1 is modelled.
+	// NPS1 is modelled, and only on gfx942.
 	MemoryPartition string `yaml:"memory_partition"`
+	// RAS sets the error counts amdgpu reports for RAS blocks
+	// (ras/<block>_err_count), by block name; a block not named counts
+	// 0. Only the blocks amdgpu gives the target a counter for can be
+	// named (gfxLayout.ras; xgmi_wafl only in a hive).
+	RAS map[string]AMDRASCount `yaml:"ras"`
+	// PCIeReplayCount is pcie_replay_count (NAKs sent plus received);
+	// default 0.
+	PCIeReplayCount uint64 `yaml:"pcie_replay_count"`
+	// XGMIError is what xgmi_error answers (0, 1 or 2: the two error
+	// bits of the fabric's PIE status); default 0. Only with xgmi_hive.
+	XGMIError uint64 `yaml:"xgmi_error"`
 }
+
+// AMDRASCount is one RAS block's counts: uncorrectable, corrected and
+// (UMC only) deferred errors.
+type AMDRASCount struct {
+	UE uint64 `yaml:"ue"`
+	CE uint64 `yaml:"ce"`
+	DE uint64 `yaml:"de"`
+}
+
+// gfx942RASBlocks are the RAS blocks amdgpu creates an error counter
+// for on an MI300 GPU, with their bit in ras/features (their index in
+// amdgpu_ras.c ras_block_string[]): the IP blocks whose RAS object has
+// a query_ras_error_count or query_ras_error_status hook
+// (amdgpu_ras_block_late_init): umc_v12_0, sdma_v4_4_2, gfx_v9_4_3,
+// mmhub_v1_8, nbio_v7_9 ("pcie_bif", set by amdgpu_ras_init for NBIO
+// 7.9 on a dGPU), hdp_v4_0 and the XGMI link's xgmi_ras, which counts
+// only on a GPU with XGMI peers (amdgpu_xgmi_ras_late_init). VCN and
+// JPEG 4.0.3 had counters for a while and lost them when their ACA
+// support was retired (2025); they are not written.
+var gfx942RASBlocks = []rasBlock{
+	{"umc", 0}, {"sdma", 1}, {"gfx", 2}, {"mmhub", 3}, {"pcie_bif", 5}, {"hdp", 6}, {"xgmi_wafl", 7},
+}
+
+// gfx90aRASBlocks are the same blocks on an MI200 (Aldebaran) GPU, from
+// its IP blocks' RAS objects: umc_v6_7, sdma_v4_4 (SDMA 4.4.0),
+// gfx_v9_4_2, mmhub_v1_7, nbio_v7_4 ("pcie_bif", NBIO 7.4.4), hdp_v4_0
+// (HDP 4.4.0) and xgmi_ras (in a hive only, and no gfx90a hive is
+// modelled). Aldebaran's MCA banks (mca_v3_0: mp0, mp1, mpio
+// counters, on the kernels that still have that file) are not written.
+var gfx90aRASBlocks = []rasBlock{
+	{"umc", 0}, {"sdma", 1}, {"gfx", 2}, {"mmhub", 3}, {"pcie_bif", 5}, {"hdp", 6}, {"xgmi_wafl", 7},
+}
+
+// rasBlock is a RAS block's name and its ras/features bit.
+type rasBlock struct {
+	name string
+	bit  uint
+}
+
+// rasFeaturesSocketShift is AMDGPU_RAS_FEATURES_SOCKETID_SHIFT: amdgpu_ras_init
+// packs the GPU's socket id into ras/features bits 31:29.
+const rasFeaturesSocketShift = 29
+
+// amdPeerMemoryVersion is the version amdkfd's peer-memory client
+// registers with (kfd_peerdirect.c AMD_PEER_BRIDGE_DRIVER_VERSION).
+const amdPeerMemoryVersion = "1.0"
 
 // XGMIPeers is "all" or a list of GPU indexes.
 type XGMIPeers struct {
@@ -96,29 +159,89 @@ func (p *XGMIPeers) UnmarshalYAML(n *yaml.Node) error {
 	return fmt.Errorf("line %d: xgmi_peers: want all or a list of GPU indexes", n.Line)
 }
 
-// The gfx942 (MI300) node layout KFD reports in SPX mode, per XCC where
-// so noted (amdgpu's gfx_v9_4_3 configuration as KFD prints it).
 const (
 	amdVendor            = 0x1002
-	gfx942Target         = 90402
-	gfx942SIMDPerCU      = 4
-	gfx942ArraysPerXCC   = 4  // max_sh_per_se (1) x max_shader_engines (4)
-	gfx942CUPerArray     = 10 // max_cu_per_sh: 40 CUs per XCD, 38 enabled on MI300X
-	gfx942MaxWaves       = 8
-	gfx942LDSKiB         = 64
-	gfx942NumGWS         = 64
-	gfx942Wave           = 64
-	gfx942ScratchSlots   = 32
-	gfx942SDMAPCIe       = 2  // num_sdma_engines
-	gfx942SDMAXGMI       = 14 // num_sdma_xgmi_engines
-	gfx942SDMAQueues     = 8
-	gfx942CPQueues       = 24
-	gfx942EngineClkMHz   = 2100 // MI300X peak engine clock
-	gfx942VRAMWidth      = 8192 // 8 HBM3 stacks x 1024 bits
-	gfx942MemClkMHz      = 1300
-	gfx942XGMILinkMBytes = 64000 // one link: 32 Gb/s x 16 lanes / 8
+	gfx942XGMILinkMBytes = 64000 // one MI300X XGMI link: 32 Gb/s x 16 lanes / 8
 	kfdGPUProcessorBase  = 0x80001000
 )
+
+// gfxLayout is what KFD and amdgpu report for one gfx target: the node
+// properties that come from the GPU's configuration rather than the
+// spec (kfd_crat.c kfd_fill_gpu_direct/kfd_create_vcrat_image_gpu and
+// kfd_topology.c kfd_topology_add_device), its memory bank and which
+// sysfs features the driver has for it.
+type gfxLayout struct {
+	target       int    // gfx_target_version
+	name         string // KFD node name: amdgpu_asic_name[asic_type], lower case
+	simdPerCU    int    // simd_per_cu
+	arraysPerXCC int    // array_count per XCC: max_sh_per_se x max_shader_engines
+	cuPerArray   int    // cu_per_simd_array: max_cu_per_sh (physical, harvested CUs included)
+	maxXCC       int    // num_xcc at most
+	maxDRMNodes  int    // drm_nodes at most (XCP spare devices)
+	maxWaves     int    // max_waves_per_simd
+	ldsKiB       int    // lds_size_in_kb
+	numGWS       int    // num_gws
+	wave         int    // wave_front_size
+	scratchSlots int    // max_slots_scratch_cu
+	sdmaPCIe     int    // num_sdma_engines
+	sdmaXGMI     int    // num_sdma_xgmi_engines
+	sdmaQueues   int    // num_sdma_queues_per_engine
+	cpQueues     int    // num_cp_queues
+	engineClkMHz int    // max_engine_clk_fcompute: peak engine clock
+	vramWidth    int    // mem_banks/0 width: HBM stacks x 1024 bits
+	memClkMHz    int    // mem_banks/0 mem_clk_max
+	partitions   bool   // current_compute/memory_partition exist (SPX/NPS1 modelled)
+	hive         bool   // an XGMI hive is modelled
+	ras          []rasBlock
+	market       string // for messages
+}
+
+// gfxLayouts are the modelled targets.
+//
+// gfx942 (MI300X in SPX): amdgpu's gfx_v9_4_3 configuration as KFD prints
+// it, per XCC where so noted: 4 arrays (max_sh_per_se 1 x 4 shader
+// engines) of 10 CUs (40 CUs per XCD, 38 enabled on MI300X); 2 PCIe and
+// 14 XGMI SDMA engines; 2100 MHz peak engine clock; 8 HBM3 stacks; 8
+// DRM devices (the GPU's and 7 XCP spares).
+//
+// gfx90a (MI210; an MI250/MI250X GCD has the same layout): CHIP_ALDEBARAN
+// (amdgpu_drv.c pciidlist: 0x740c, 0x740f), so KFD names the node
+// "aldebaran". One XCC; 8 shader engines of one array each (rocminfo on
+// MI210: "Shader Engines: 8", "Shader Arrs. per Eng.: 1") of 14 CUs: the
+// die has 112 CUs, 14 per engine (AMD's Hot Chips 34 block diagram), of
+// which MI210 enables 104 and MI250X 110; cu_per_simd_array counts the
+// physical slots as on MI300X (10 for 38 enabled) and MI350X (9 for 8
+// enabled per array), so 14 here is that reading, not a capture of an
+// MI200 node. rocminfo "Max Waves Per CU: 32" over 4 SIMDs: 8 waves per
+// SIMD; LDS 64 KB; "Max Clock Freq. (MHz): 1700". Aldebaran has 5 SDMA
+// instances (amdgpu_discovery.c: sdma.num_instances = 5) and XGMI IP
+// 6.1.0, so KFD splits them 2 PCIe + 3 XGMI (kfd_get_num_sdma_engines;
+// the MI100 capture reads 2 + 6 of its 8); 8 queues per SDMA engine and
+// 24 CP queues, as on MI100. 4 HBM2e stacks (gmc.num_umc = 4: 4096 bits)
+// at 1600 MHz (MI210: 1.6 TB/s). One DRM device, no partition modes.
+var gfxLayouts = map[int]gfxLayout{
+	90402: {target: 90402, name: "ip discovery", simdPerCU: 4, arraysPerXCC: 4, cuPerArray: 10, maxXCC: 8, maxDRMNodes: 8,
+		maxWaves: 8, ldsKiB: 64, numGWS: 64, wave: 64, scratchSlots: 32, sdmaPCIe: 2, sdmaXGMI: 14, sdmaQueues: 8, cpQueues: 24,
+		engineClkMHz: 2100, vramWidth: 8192, memClkMHz: 1300, partitions: true, hive: true, ras: gfx942RASBlocks, market: "MI300 series"},
+	90010: {target: 90010, name: "aldebaran", simdPerCU: 4, arraysPerXCC: 8, cuPerArray: 14, maxXCC: 1, maxDRMNodes: 1,
+		maxWaves: 8, ldsKiB: 64, numGWS: 64, wave: 64, scratchSlots: 32, sdmaPCIe: 2, sdmaXGMI: 3, sdmaQueues: 8, cpQueues: 24,
+		engineClkMHz: 1700, vramWidth: 4096, memClkMHz: 1600, ras: gfx90aRASBlocks, market: "MI200 series"},
+}
+
+// layout is the GPU's gfxLayout; Validate has checked that it has one.
+func (g *AMDGPU) layout() gfxLayout {
+	t, _ := gfxTarget(g.GFX)
+	return gfxLayouts[t]
+}
+
+// rasNames lists a layout's RAS block names, for messages.
+func (l gfxLayout) rasNames() string {
+	var n []string
+	for _, b := range l.ras {
+		n = append(n, b.name)
+	}
+	return strings.Join(n, ", ")
+}
 
 // kfd io_link types and flags (kfd_crat.h) and weights (kfd_crat.c).
 const (
@@ -197,6 +320,15 @@ func (s *Spec) amdEntries() []amdEntry {
 // that the machine's NUMA layout is one KFD can number.
 func (s *Spec) validateAMDGPU() error {
 	ents := s.amdEntries()
+	if v := s.Kernel.AMDPeerMemory; v != nil && *v != "" {
+		if len(ents) == 0 {
+			return specErr("kernel.amd_peer_memory: amdkfd registers a peer-memory client only on a machine with an amdgpu block")
+		}
+		// peer_memory_client.version is char[IB_PEER_MEMORY_VER_MAX = 16].
+		if len(*v) > 15 || strings.ContainsFunc(*v, func(c rune) bool { return c <= ' ' || c > '~' }) {
+			return specErr("kernel.amd_peer_memory: %q: want a version of at most 15 printable characters", *v)
+		}
+	}
 	if len(ents) == 0 {
 		return nil
 	}
@@ -224,25 +356,26 @@ func (s *Spec) validateAMDGPU() error {
 			return specErr("device %s: amdgpu.%s: %s", a, f, fmt.Sprintf(format, args...))
 		}
 		want, ok := gfxTarget(g.GFX)
-		if !ok || want != gfx942Target {
-			return field("gfx", "%q: only gfx942 (MI300 series) is modelled", g.GFX)
+		lay, known := gfxLayouts[want]
+		if !ok || !known {
+			return field("gfx", "%q: only gfx942 (MI300 series) and gfx90a (MI200 series) are modelled", g.GFX)
 		}
 		if g.GFXTargetVersion != 0 && g.GFXTargetVersion != want {
 			return field("gfx_target_version", "%d does not match gfx %s (%d)", g.GFXTargetVersion, g.GFX, want)
 		}
 		xcc := max(g.NumXCC, 1)
-		if g.NumXCC < 0 || g.NumXCC > 8 {
-			return field("num_xcc", "%d: want 1..8", g.NumXCC)
+		if g.NumXCC < 0 || g.NumXCC > lay.maxXCC {
+			return field("num_xcc", "%d: want 1..%d on %s", g.NumXCC, lay.maxXCC, g.GFX)
 		}
-		per := gfx942SIMDPerCU * xcc
-		if g.SIMDCount <= 0 || g.SIMDCount%per != 0 || g.SIMDCount/per > gfx942ArraysPerXCC*gfx942CUPerArray {
-			return field("simd_count", "%d: want %d SIMDs per CU for up to %d CUs per XCC (%d XCCs)", g.SIMDCount, gfx942SIMDPerCU, gfx942ArraysPerXCC*gfx942CUPerArray, xcc)
+		per, perXCC := lay.simdPerCU*xcc, lay.arraysPerXCC*lay.cuPerArray
+		if g.SIMDCount <= 0 || g.SIMDCount%per != 0 || g.SIMDCount/per > perXCC {
+			return field("simd_count", "%d: want %d SIMDs per CU for up to %d CUs per XCC (%d XCCs)", g.SIMDCount, lay.simdPerCU, perXCC, xcc)
 		}
 		if g.VRAMGiB <= 0 || g.VRAMGiB > 1<<20 {
 			return field("vram_gib", "%v: want a positive size", g.VRAMGiB)
 		}
-		if g.DRMNodes < 0 || g.DRMNodes > 8 {
-			return field("drm_nodes", "%d: want 1..8", g.DRMNodes)
+		if g.DRMNodes < 0 || g.DRMNodes > lay.maxDRMNodes {
+			return field("drm_nodes", "%d: want 1..%d on %s", g.DRMNodes, lay.maxDRMNodes, g.GFX)
 		}
 		if g.RenderMinor != nil && (*g.RenderMinor < 128 || *g.RenderMinor > 1<<20) {
 			return field("render_minor", "%d: render minors start at 128", *g.RenderMinor)
@@ -258,6 +391,13 @@ func (s *Spec) validateAMDGPU() error {
 				return field("unique_id", "%v", err)
 			}
 		}
+		if !lay.partitions && (g.ComputePartition != "" || g.MemoryPartition != "") {
+			f := "compute_partition"
+			if g.ComputePartition == "" {
+				f = "memory_partition"
+			}
+			return field(f, "%s (%s) has no partition modes: amdgpu writes no current_*_partition file", g.GFX, lay.market)
+		}
 		switch g.ComputePartition {
 		case "", "SPX":
 		case "DPX", "TPX", "QPX", "CPX":
@@ -272,9 +412,26 @@ func (s *Spec) validateAMDGPU() error {
 		default:
 			return field("memory_partition", "%q: want NPS1", g.MemoryPartition)
 		}
+		for name, c := range g.RAS {
+			if !slices.ContainsFunc(lay.ras, func(b rasBlock) bool { return b.name == name }) {
+				return field("ras", "%q: amdgpu has no error counter for that block on %s (%s)", name, g.GFX, lay.rasNames())
+			}
+			if name == "xgmi_wafl" && g.XGMIHive == "" {
+				return field("ras", "xgmi_wafl counts on a GPU in an XGMI hive only")
+			}
+			if c.DE != 0 && name != "umc" {
+				return field("ras", "%s: de: amdgpu reports deferred errors for umc only", name)
+			}
+		}
+		if g.XGMIError > 2 {
+			return field("xgmi_error", "%d: the register holds two error bits, so a read answers 0, 1 or 2", g.XGMIError)
+		}
+		if g.XGMIHive != "" && !lay.hive {
+			return field("xgmi_hive", "an XGMI hive of %s GPUs (an Infinity Fabric bridge) is not modelled", g.GFX)
+		}
 		if g.XGMIHive == "" {
-			if g.XGMIDeviceID != "" || g.XGMIPhysicalID != nil || g.XGMIPeers.Set {
-				return field("xgmi_hive", "xgmi_device_id, xgmi_physical_id and xgmi_peers need a hive")
+			if g.XGMIDeviceID != "" || g.XGMIPhysicalID != nil || g.XGMIPeers.Set || g.XGMIError != 0 {
+				return field("xgmi_hive", "xgmi_device_id, xgmi_physical_id, xgmi_peers and xgmi_error need a hive")
 			}
 			continue
 		}
@@ -517,6 +674,8 @@ func (b *builder) amdgpu() error {
 	nodes := b.kfdTopology(gpus)
 	b.writeKFD(nodes)
 	b.writeDRM(gpus)
+	b.writeAMDHealth(gpus)
+	b.writePeerMemory()
 	return nil
 }
 
@@ -537,6 +696,7 @@ func (b *builder) amdGPUNodes(ents []amdEntry) ([]*amdGPUNode, error) {
 			used[*id] = true
 		}
 	}
+	procID := uint32(kfdGPUProcessorBase) // get_and_inc_gpu_processor_id
 	for i, e := range ents {
 		g := e.dev.AMDGPU
 		dir, ok := b.fnDirs[e.addr.String()]
@@ -545,7 +705,11 @@ func (b *builder) amdGPUNodes(ents []amdEntry) ([]*amdGPUNode, error) {
 		}
 		n := &amdGPUNode{amdEntry: e, dir: dir, node: ncpu + i, drm: amdMinors(ents, g.Index)}
 		n.vramBytes = uint64(g.VRAMGiB * (1 << 30))
-		n.simdIDBase = kfdGPUProcessorBase + uint32(i*gfx942ArraysPerXCC*gfx942CUPerArray)
+		// Each GPU's CRAT takes array_count x cu_per_simd_array
+		// processor ids (one XCC's worth: the modelled gfx942 value).
+		lay := g.layout()
+		n.simdIDBase = procID
+		procID += uint32(lay.arraysPerXCC * lay.cuPerArray)
 		n.uniqueID = fnv64("unique:" + e.addr.String())
 		if g.UniqueID != "" {
 			n.uniqueID, _ = parseU64(g.UniqueID)
@@ -772,9 +936,10 @@ func kfdRecSDMA(g *amdGPUNode, to *kfdNode, out, in *kfdLink) {
 		in.rec = 1 << recSDMAEngine[to.gpu.physID][g.physID]
 		return
 	}
-	n, off := gfx942SDMAPCIe, 0
+	lay := g.dev.AMDGPU.layout()
+	n, off := lay.sdmaPCIe, 0
 	if out.typ == kfdLinkXGMI && to.gpu != nil {
-		n, off = gfx942SDMAXGMI, gfx942SDMAPCIe
+		n, off = lay.sdmaXGMI, lay.sdmaPCIe
 	}
 	for i := range n {
 		out.rec |= 1 << (i + off)
@@ -835,11 +1000,12 @@ func (b *builder) writeKFD(nodes []*kfdNode) {
 			t.raw(d+"/mem_banks/0/properties", []byte(fmt.Sprintf("heap_type 0\nsize_in_bytes %d\nflags 0\nwidth 0\nmem_clk_max 0\n", n.memBytes)))
 		} else {
 			a := g.dev.AMDGPU
+			lay := a.layout()
 			xcc := max(a.NumXCC, 1)
 			_, device, _, _, _ := b.kindDefaults(g.dev)
 			dv, _ := parseHex(device)
 			t.attr(d+"/gpu_id", itoa(g.gpuID))
-			t.attr(d+"/name", "ip discovery") // amdgpu_asic_name[CHIP_IP_DISCOVERY], lower case
+			t.attr(d+"/name", lay.name) // amdgpu_asic_name[asic_type], lower case
 			prop("cpu_cores_count", 0)
 			prop("simd_count", u(a.SIMDCount))
 			prop("mem_banks_count", 1)
@@ -848,28 +1014,28 @@ func (b *builder) writeKFD(nodes []*kfdNode) {
 			prop("p2p_links_count", u(len(n.p2p)))
 			prop("cpu_core_id_base", 0)
 			prop("simd_id_base", uint64(g.simdIDBase))
-			prop("max_waves_per_simd", gfx942MaxWaves)
-			prop("lds_size_in_kb", gfx942LDSKiB)
+			prop("max_waves_per_simd", u(lay.maxWaves))
+			prop("lds_size_in_kb", u(lay.ldsKiB))
 			prop("gds_size_in_kb", 0)
-			prop("num_gws", gfx942NumGWS)
-			prop("wave_front_size", gfx942Wave)
-			prop("array_count", u(gfx942ArraysPerXCC*xcc))
+			prop("num_gws", u(lay.numGWS))
+			prop("wave_front_size", u(lay.wave))
+			prop("array_count", u(lay.arraysPerXCC*xcc))
 			prop("simd_arrays_per_engine", 1)
-			prop("cu_per_simd_array", gfx942CUPerArray)
-			prop("simd_per_cu", gfx942SIMDPerCU)
-			prop("max_slots_scratch_cu", gfx942ScratchSlots)
-			prop("gfx_target_version", gfx942Target)
+			prop("cu_per_simd_array", u(lay.cuPerArray))
+			prop("simd_per_cu", u(lay.simdPerCU))
+			prop("max_slots_scratch_cu", u(lay.scratchSlots))
+			prop("gfx_target_version", u(lay.target))
 			prop("vendor_id", amdVendor)
 			prop("device_id", uint64(dv))
 			prop("location_id", u(g.addr.Bus<<8|g.addr.Dev<<3|g.addr.Fn))
 			prop("domain", u(g.addr.Domain))
 			prop("drm_render_minor", u(g.drm.render))
 			prop("hive_id", g.hive)
-			prop("num_sdma_engines", gfx942SDMAPCIe)
-			prop("num_sdma_xgmi_engines", gfx942SDMAXGMI)
-			prop("num_sdma_queues_per_engine", gfx942SDMAQueues)
-			prop("num_cp_queues", gfx942CPQueues)
-			prop("max_engine_clk_fcompute", gfx942EngineClkMHz)
+			prop("num_sdma_engines", u(lay.sdmaPCIe))
+			prop("num_sdma_xgmi_engines", u(lay.sdmaXGMI))
+			prop("num_sdma_queues_per_engine", u(lay.sdmaQueues))
+			prop("num_cp_queues", u(lay.cpQueues))
+			prop("max_engine_clk_fcompute", u(lay.engineClkMHz))
 			prop("local_mem_size", 0)
 			prop("fw_version", 0)
 			prop("capability", 0)
@@ -879,7 +1045,7 @@ func (b *builder) writeKFD(nodes []*kfdNode) {
 			prop("num_xcc", u(xcc))
 			prop("max_engine_clk_ccompute", u(clk))
 			t.raw(d+"/properties", []byte(w.String()))
-			t.raw(d+"/mem_banks/0/properties", []byte(fmt.Sprintf("heap_type 1\nsize_in_bytes %d\nflags 0\nwidth %d\nmem_clk_max %d\n", g.vramBytes, gfx942VRAMWidth, gfx942MemClkMHz)))
+			t.raw(d+"/mem_banks/0/properties", []byte(fmt.Sprintf("heap_type 1\nsize_in_bytes %d\nflags 0\nwidth %d\nmem_clk_max %d\n", g.vramBytes, lay.vramWidth, lay.memClkMHz)))
 		}
 		for _, set := range []struct {
 			dir   string
@@ -953,5 +1119,84 @@ func (b *builder) writeDRM(gpus []*amdGPUNode) {
 			t.link(g.dir+"/xgmi_hive_info", h.dir+"/xgmi_hive_info")
 		}
 		t.link(h.dir+"/xgmi_hive_info/node"+itoa(g.hivePos+1), g.dir)
+	}
+}
+
+// writeAMDHealth writes each GPU's health counters under its function:
+// ras/<block>_err_count ("ue: %lu\nce: %lu\n", umc with a "de: %lu"
+// line; amdgpu_ras.c amdgpu_ras_sysfs_read) for the target's blocks,
+// ras/features ("feature mask: 0x%x\n", amdgpu_ras_sysfs_features_read:
+// the written blocks' bits and the socket id, taken to be the XGMI
+// physical id, in bits 31:29), pcie_replay_count ("%llu\n",
+// amdgpu_device_get_pcie_replay_count) and, for a hive member,
+// xgmi_num_links (one "%02x " per hive node, the GPU itself 0, then a
+// newline; amdgpu_xgmi_show_num_links) and xgmi_error ("%u\n",
+// amdgpu_xgmi_show_error). A direct peer has one link (the 8-OAM MI300X
+// board: 7 x16 links per GPU, one to each peer; KFD's max_bandwidth of
+// the XGMI io_link is num_links x the one link's).
+func (b *builder) writeAMDHealth(gpus []*amdGPUNode) {
+	t := b.t
+	for _, g := range gpus {
+		a := g.dev.AMDGPU
+		var mask uint32
+		for _, blk := range a.layout().ras {
+			if blk.name == "xgmi_wafl" && g.hive == 0 {
+				continue
+			}
+			c := a.RAS[blk.name]
+			body := fmt.Sprintf("ue: %d\nce: %d\n", c.UE, c.CE)
+			if blk.name == "umc" {
+				body += fmt.Sprintf("de: %d\n", c.DE)
+			}
+			t.raw(g.dir+"/ras/"+blk.name+"_err_count", []byte(body))
+			mask |= 1 << blk.bit
+		}
+		if g.hive != 0 {
+			mask |= uint32(g.physID&7) << rasFeaturesSocketShift
+		}
+		t.raw(g.dir+"/ras/features", []byte(fmt.Sprintf("feature mask: 0x%x\n", mask)))
+		t.attr(g.dir+"/pcie_replay_count", strconv.FormatUint(a.PCIeReplayCount, 10))
+		if g.hive == 0 {
+			continue
+		}
+		var w strings.Builder
+		for q := range g.hiveSize {
+			n := 0
+			if g.hops[q] == 1 {
+				n = 1
+			}
+			fmt.Fprintf(&w, "%02x ", n)
+		}
+		w.WriteString("\n")
+		t.raw(g.dir+"/xgmi_num_links", []byte(w.String()))
+		t.attr(g.dir+"/xgmi_error", strconv.FormatUint(a.XGMIError, 10))
+	}
+}
+
+// peerMemoryDir is where ib_peer_mem keeps its clients (peer_mem.c:
+// "memory_peers" under mm_kobj).
+const peerMemoryDir = "sys/kernel/mm/memory_peers"
+
+// writePeerMemory writes amdkfd's peer-memory client (kfd_peerdirect.c
+// registers "amdkfd" with ib_register_peer_memory_client; peer_mem.c
+// gives it version, "%s\n", and its counters, "%llu\n") where the kernel
+// spec has one: by default where modules has amdgpu.
+func (b *builder) writePeerMemory() {
+	k := b.s.Kernel
+	v := ""
+	if slices.Contains(k.Modules, "amdgpu") {
+		v = amdPeerMemoryVersion
+	}
+	if k.AMDPeerMemory != nil {
+		v = *k.AMDPeerMemory
+	}
+	if v == "" {
+		return
+	}
+	d := peerMemoryDir + "/amdkfd"
+	b.t.attr(d+"/version", v)
+	for _, c := range []string{"num_alloc_mrs", "num_dealloc_mrs", "num_reg_pages", "num_dereg_pages",
+		"num_reg_bytes", "num_dereg_bytes", "num_free_callbacks"} {
+		b.t.attr(d+"/"+c, "0")
 	}
 }

@@ -254,6 +254,9 @@ func (b *builder) dmi() {
 	b.t.attr(d+"product_name", m.ProductName)
 	b.t.attr(d+"chassis_asset_tag", m.ChassisAssetTag)
 	b.t.attr(d+"board_vendor", m.BoardVendor)
+	if m.BIOSVersion != "" {
+		b.t.attr(d+"bios_version", m.BIOSVersion)
+	}
 	b.t.link("sys/class/dmi/id", "sys/devices/virtual/dmi/id")
 }
 

@@ -2,6 +2,7 @@ package fakesys
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"path"
@@ -34,6 +35,28 @@ type Faults struct {
 	// IMEX changes the base's IMEX state (channel nodes gone after a
 	// reboot, a stale major).
 	IMEX *IMEXFault `yaml:"imex"`
+	// AMDGPUs change AMD GPUs of the base, by amdgpu index.
+	AMDGPUs []AMDGPUFault `yaml:"amdgpus"`
+}
+
+// AMDGPUFault changes one AMD GPU of the base (its amdgpu block and its
+// function's link). RAS is merged per block; the other set fields
+// replace the base's.
+type AMDGPUFault struct {
+	Index *int `yaml:"index"` // required: the GPU's amdgpu index
+	// RAS replaces the named blocks' counts (AMDGPU.RAS).
+	RAS             map[string]AMDRASCount `yaml:"ras"`
+	PCIeReplayCount *uint64                `yaml:"pcie_replay_count"`
+	XGMIError       *uint64                `yaml:"xgmi_error"`
+	// XGMILinksDown are hive members, by amdgpu index, whose direct XGMI
+	// link to this GPU is gone: each leaves this GPU's xgmi_peers and
+	// this GPU leaves theirs ("all" is first spelled out). The XGMI TA
+	// then routes the pair through other GPUs (more hops, KFD weight 15
+	// per hop, no bandwidth, 0 in xgmi_num_links).
+	XGMILinksDown []int `yaml:"xgmi_links_down"`
+	// Link's set fields replace the function's PCIe link; an unset max
+	// keeps the base's (a GPU trained to x8 of its x16: {width: 8}).
+	Link *Link `yaml:"link"`
 }
 
 // IMEXFault changes the base's IMEX state: each set field replaces the
@@ -69,6 +92,9 @@ type KernelFault struct {
 	NVMeMultipath *bool    `yaml:"nvme_multipath"`
 	NVIDIAOpen    *bool    `yaml:"nvidia_open"`
 	Modules       []string `yaml:"modules"`
+	// AMDPeerMemory replaces Kernel.AMDPeerMemory ("" removes amdkfd's
+	// peer-memory client).
+	AMDPeerMemory *string `yaml:"amd_peer_memory"`
 }
 
 // NetdevFault changes one netdev of the base, by name: each set field
@@ -276,7 +302,107 @@ func (s *Spec) applyFaults(f Faults) error {
 	if err := s.applyStorageFaults(f, seen); err != nil {
 		return err
 	}
+	if err := s.applyAMDGPUFaults(f.AMDGPUs); err != nil {
+		return err
+	}
 	return s.removeAbsent(f.Absent)
+}
+
+// applyAMDGPUFaults changes AMD GPUs by amdgpu index; each once.
+func (s *Spec) applyAMDGPUFaults(fs []AMDGPUFault) error {
+	devs := map[int]*Device{}
+	for _, fn := range s.Functions() {
+		if g := fn.Device.AMDGPU; g != nil {
+			devs[g.Index] = fn.Device
+		}
+	}
+	seen := map[int]bool{}
+	for i, af := range fs {
+		if af.Index == nil {
+			return specErr("faults.amdgpus[%d]: index is missing", i)
+		}
+		idx := *af.Index
+		d := devs[idx]
+		if d == nil {
+			return specErr("faults.amdgpus[%d]: %s has no amdgpu %d", i, s.Extends, idx)
+		}
+		if seen[idx] {
+			return specErr("faults.amdgpus[%d]: amdgpu %d is addressed twice", i, idx)
+		}
+		seen[idx] = true
+		g := d.AMDGPU
+		if af.RAS != nil {
+			g.RAS = merged(g.RAS, af.RAS)
+		}
+		if af.PCIeReplayCount != nil {
+			g.PCIeReplayCount = *af.PCIeReplayCount
+		}
+		if af.XGMIError != nil {
+			g.XGMIError = *af.XGMIError
+		}
+		if af.Link != nil {
+			var l Link
+			if d.Link != nil {
+				l = *d.Link
+			}
+			// The base's effective link: an AMD GPU (kind other) has no
+			// default, so an unset speed or width is the base's own.
+			l.MaxSpeed, l.MaxWidth = cmpOr(l.MaxSpeed, l.Speed), cmp.Or(l.MaxWidth, l.Width)
+			if af.Link.Speed != "" {
+				l.Speed = af.Link.Speed
+			}
+			if af.Link.Width != 0 {
+				l.Width = af.Link.Width
+			}
+			if af.Link.MaxSpeed != "" {
+				l.MaxSpeed = af.Link.MaxSpeed
+			}
+			if af.Link.MaxWidth != 0 {
+				l.MaxWidth = af.Link.MaxWidth
+			}
+			d.Link = &l
+		}
+		for _, p := range af.XGMILinksDown {
+			pd := devs[p]
+			if pd == nil || p == idx || !sameHive(g, pd.AMDGPU) {
+				return specErr("faults.amdgpus[%d]: xgmi_links_down: %d is not another GPU of amdgpu %d's hive", i, p, idx)
+			}
+			if !xgmiDrop(devs, g, p) || !xgmiDrop(devs, pd.AMDGPU, idx) {
+				return specErr("faults.amdgpus[%d]: xgmi_links_down: amdgpu %d has no direct XGMI link to %d", i, idx, p)
+			}
+		}
+	}
+	return nil
+}
+
+// sameHive reports whether two AMD GPUs are in one XGMI hive (the ids
+// compared as numbers: decimal or 0x hex).
+func sameHive(a, b *AMDGPU) bool {
+	x, err := parseU64(a.XGMIHive)
+	y, err2 := parseU64(b.XGMIHive)
+	return a.XGMIHive != "" && err == nil && err2 == nil && x == y
+}
+
+// xgmiDrop removes peer from g's xgmi_peers, first spelling "all" out
+// as the other members of g's hive; false where peer was not a direct
+// peer.
+func xgmiDrop(devs map[int]*Device, g *AMDGPU, peer int) bool {
+	if !g.XGMIPeers.Set || g.XGMIPeers.All {
+		var all []int
+		for idx, d := range devs {
+			if idx != g.Index && sameHive(g, d.AMDGPU) {
+				all = append(all, idx)
+			}
+		}
+		slices.Sort(all)
+		g.XGMIPeers = XGMIPeers{Indexes: all, Set: true}
+	}
+	i := slices.Index(g.XGMIPeers.Indexes, peer)
+	if i < 0 {
+		return false
+	}
+	g.XGMIPeers.Indexes = slices.Delete(slices.Clone(g.XGMIPeers.Indexes), i, i+1)
+	return true
 }
 
 // applyStorageFaults applies the bridges, mounts, raid, kernel, iommu and
@@ -322,6 +448,10 @@ func (s *Spec) applyStorageFaults(f Faults, seen map[string]bool) error {
 		}
 		if k.Modules != nil {
 			s.Kernel.Modules = slices.Clone(k.Modules)
+		}
+		if k.AMDPeerMemory != nil {
+			v := *k.AMDPeerMemory
+			s.Kernel.AMDPeerMemory = &v
 		}
 	}
 	if f.IOMMU != nil {

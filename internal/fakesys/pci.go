@@ -95,6 +95,9 @@ func (b *builder) kindDefaults(d *Device) (vendor, device, class, driver string,
 		link = gen5
 	case KindNIC:
 		def(&vendor, "0x15b3")
+		if vendor == vendorPensando {
+			def(&device, "0x1002") // PCI_DEVICE_ID_PENSANDO_IONIC_ETH_PF
+		}
 		def(&device, "0x1021")
 		ib := d.RDMA != nil
 		if d.RDMA != nil {
@@ -109,8 +112,11 @@ func (b *builder) kindDefaults(d *Device) (vendor, device, class, driver string,
 		} else {
 			def(&class, "0x020000")
 		}
-		if vendor == "0x15b3" {
+		switch vendor {
+		case "0x15b3":
 			def(&driver, "mlx5_core")
+		case vendorPensando:
+			def(&driver, "ionic")
 		}
 		link = gen5
 	case KindBridge:
@@ -248,7 +254,7 @@ func (b *builder) function(d *Device, ctx fnCtx, paths map[string]string) error 
 		}
 	}
 	for i, nd := range d.Netdevs {
-		nd = netdevDefaults(nd, a, i)
+		nd = netdevDefaults(nd, a, i, macOUI(vendor))
 		nd2 := dir + "/net/" + nd.Name
 		b.netdevFiles(nd2, nd, dir)
 		t.link("sys/class/net/"+nd.Name, nd2)
@@ -284,7 +290,23 @@ func (b *builder) function(d *Device, ctx fnCtx, paths map[string]string) error 
 	return nil
 }
 
-func netdevDefaults(nd Netdev, a bdf, i int) Netdev {
+// vendorPensando is AMD Pensando's PCI vendor id (PCI_VENDOR_ID_PENSANDO,
+// drivers/net/ethernet/pensando/ionic/ionic.h): Pollara 400 AI NICs.
+const vendorPensando = "0x1dd8"
+
+// macOUI is the first three bytes of a function's default Ethernet
+// addresses: Pensando's OUI for its NICs, Mellanox's for every other
+// vendor (as before vendors were told apart).
+func macOUI(vendor string) string {
+	if vendor == vendorPensando {
+		return "00:ae:cd"
+	}
+	return "0c:42:a1"
+}
+
+// netdevDefaults fills a netdev's defaults; oui starts a derived Ethernet
+// address.
+func netdevDefaults(nd Netdev, a bdf, i int, oui string) Netdev {
 	if nd.Type == 0 {
 		nd.Type = 1
 	}
@@ -301,7 +323,7 @@ func netdevDefaults(nd Netdev, a bdf, i int) Netdev {
 		if nd.Type == 32 {
 			nd.Address = fmt.Sprintf("00:00:10:29:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:%02x:%02x:%02x", a.Bus, a.Dev, a.Fn<<4|i)
 		} else {
-			nd.Address = fmt.Sprintf("0c:42:a1:%02x:%02x:%02x", a.Bus, a.Dev<<3|a.Fn, i)
+			nd.Address = fmt.Sprintf("%s:%02x:%02x:%02x", oui, a.Bus, a.Dev<<3|a.Fn, i)
 		}
 	}
 	return nd
@@ -392,18 +414,63 @@ func hwCounters(mlx5 bool, p Port) map[string]uint64 {
 	return out
 }
 
+// rdmaDriver is what an RDMA driver writes that the spec may leave out.
+type rdmaDriver struct {
+	fwVer, hcaType string
+	// boardID is board_id's default; noBoardID: the driver has no such
+	// file, so none is written unless the spec gives one.
+	boardID   string
+	noBoardID bool
+	// eui48 derives node_guid (and sys_image_guid) from the first
+	// netdev's address, as addrconf_ifid_eui48 does.
+	eui48 bool
+}
+
+// rdmaDefaults is the RDMA defaults of a function's driver: ionic's from
+// drivers/infiniband/hw/ionic/ionic_ibdev.c (hca_type prints the node
+// description "AMD Pensando RoCE HCA", there is no board_id, the GUIDs are
+// the netdev's EUI-64, the firmware string is the card's, so no default);
+// every other driver keeps the mlx5 ConnectX-7 values fakesys always
+// wrote.
+func rdmaDefaults(driver string) rdmaDriver {
+	if driver == "ionic" {
+		return rdmaDriver{hcaType: "AMD Pensando RoCE HCA", noBoardID: true, eui48: true}
+	}
+	return rdmaDriver{fwVer: "28.39.1002", hcaType: "MT4129", boardID: "MT_0000000838"}
+}
+
+// eui64 is the modified EUI-64 of a 48-bit MAC, in GUID form
+// ("02ae:cdff:fe09:0000" for 00:ae:cd:09:00:00); ok is false for
+// another address length.
+func eui64(mac string) (string, bool) {
+	var m [6]byte
+	if n, err := fmt.Sscanf(mac, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]); err != nil || n != 6 || strings.Count(mac, ":") != 5 {
+		return "", false
+	}
+	return fmt.Sprintf("%02x%02x:%02xff:fe%02x:%02x%02x", m[0]^2, m[1], m[2], m[3], m[4], m[5]), true
+}
+
 func (b *builder) rdma(d *Device, fnDir string, a bdf) {
 	t := b.t
 	r := d.RDMA
-	_, _, _, driver, _ := b.kindDefaults(d)
+	vendor, _, _, driver, _ := b.kindDefaults(d)
+	def := rdmaDefaults(driver)
 	dir := fnDir + "/infiniband/" + r.Name
-	guid := cmpOr(r.NodeGUID, fmt.Sprintf("0c42:a103:00%02x:%02x%02x", a.Bus, a.Dev, a.Fn))
-	t.attr(dir+"/fw_ver", cmpOr(r.FwVer, "28.39.1002"))
+	guid := fmt.Sprintf("0c42:a103:00%02x:%02x%02x", a.Bus, a.Dev, a.Fn)
+	if def.eui48 && len(d.Netdevs) > 0 {
+		if g, ok := eui64(netdevDefaults(d.Netdevs[0], a, 0, macOUI(vendor)).Address); ok {
+			guid = g
+		}
+	}
+	guid = cmpOr(r.NodeGUID, guid)
+	t.attr(dir+"/fw_ver", cmpOr(r.FwVer, def.fwVer))
 	t.attr(dir+"/node_guid", guid)
 	t.attr(dir+"/sys_image_guid", cmpOr(r.SysImageGUID, guid))
 	t.attr(dir+"/node_type", cmpOr(r.NodeType, "1: CA"))
-	t.attr(dir+"/hca_type", cmpOr(r.HCAType, "MT4129"))
-	t.attr(dir+"/board_id", cmpOr(r.BoardID, "MT_0000000838"))
+	t.attr(dir+"/hca_type", cmpOr(r.HCAType, def.hcaType))
+	if r.BoardID != "" || !def.noBoardID {
+		t.attr(dir+"/board_id", cmpOr(r.BoardID, def.boardID))
+	}
 	t.link(dir+"/device", fnDir)
 	t.link(dir+"/subsystem", "sys/class/infiniband")
 	t.link("sys/class/infiniband/"+r.Name, dir)

@@ -36,6 +36,11 @@ type Kernel struct {
 	// NVIDIAOpen makes the nvidia module the open kernel module (its
 	// NVRM version line says "Open Kernel Module").
 	NVIDIAOpen bool `yaml:"nvidia_open"`
+	// AMDPeerMemory is the version amdkfd's peer-memory client shows
+	// under sys/kernel/mm/memory_peers/amdkfd/version (amdgpu.go);
+	// default "1.0" where modules has amdgpu and the machine has an
+	// amdgpu block; "" writes none (no PeerDirect path for GPUDirect).
+	AMDPeerMemory *string `yaml:"amd_peer_memory"`
 }
 
 // Spec is one machine, as FORMAT.md describes it.
@@ -93,6 +98,9 @@ type DMI struct {
 	ProductName     string `yaml:"product_name"`
 	ChassisAssetTag string `yaml:"chassis_asset_tag"`
 	BoardVendor     string `yaml:"board_vendor"`
+	// BIOSVersion is bios_version ("Hyper-V UEFI Release v4.1" on an
+	// Azure VM, where RCCL skips its iommu=pt warning); "" writes no file.
+	BIOSVersion string `yaml:"bios_version"`
 }
 
 // CPU describes the logical CPUs. CPUs are numbered socket-major, core
@@ -220,8 +228,8 @@ type RDMA struct {
 	NodeGUID     string `yaml:"node_guid"`
 	SysImageGUID string `yaml:"sys_image_guid"`
 	NodeType     string `yaml:"node_type"` // default "1: CA"
-	HCAType      string `yaml:"hca_type"`  // default "MT4129" for mlx5
-	BoardID      string `yaml:"board_id"`
+	HCAType      string `yaml:"hca_type"`  // default per driver (rdmaDefaults): "MT4129", ionic's node description
+	BoardID      string `yaml:"board_id"`  // default per driver; ionic has no board_id file
 	Ports        []Port `yaml:"ports"`
 }
 
@@ -482,6 +490,9 @@ type Expect struct {
 	Pairs []ExpectPair `yaml:"pairs"`
 	// GPUGPU is the class between every GPU pair ("NV18", "SYS", ...).
 	GPUGPU string `yaml:"gpu_gpu"`
+	// GPUGPUExcept are the pairs ("A-B", A < B) whose cell is not
+	// GPUGPU: a missing XGMI link, say.
+	GPUGPUExcept map[string]string `yaml:"gpu_gpu_except"`
 	// Roles is the role of every NIC, by NIC name (compute, storage,
 	// frontend, management, other).
 	Roles map[string]string `yaml:"roles"`

@@ -1,0 +1,10 @@
+# amd-mi300x-faults, local rank 0. By hand: the faults (GPU 3 RAS UE, GPU 5 at x8, GPU 6 without direct XGMI to 0 and 1, GPU 2 replays, no amdkfd peer memory, no iommu=pt) change no variable: the hive is still one (so no PCIe peer-to-peer), pairs and roles are the base's (spec expect:); everything else as amd-mi300x.rank0.sh.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_HIP_DEVICES='0'
+export GPUAFFINITY_NICS='mlx5_0'
+export GPUAFFINITY_CPUS='0-95,192-287'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_0:1'

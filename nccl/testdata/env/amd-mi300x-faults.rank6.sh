@@ -1,0 +1,10 @@
+# amd-mi300x-faults, local rank 6: the GPU that lost its direct XGMI links to GPUs 0 and 1. By hand: it stays in the node's one XGMI hive (KFD routes those pairs over 2 hops), so no PCIe peer-to-peer warning; GPU 6 d5:00.0 <-> NIC cd:00.0 enp205s0np0 = mlx5_6 (topology-mapping.md), HIP ordinal 6; NUMA 1.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='6'
+export GPUAFFINITY_HIP_DEVICES='6'
+export GPUAFFINITY_NICS='mlx5_6'
+export GPUAFFINITY_CPUS='96-191,288-383'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='mlx5_6:1'

@@ -1,0 +1,10 @@
+# amd-mi300x-faults, local rank 7 (last). By hand: as amd-mi300x.rank7.sh (faults change no variable).
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='7'
+export GPUAFFINITY_HIP_DEVICES='7'
+export GPUAFFINITY_NICS='mlx5_7'
+export GPUAFFINITY_CPUS='96-191,288-383'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='mlx5_7:1'

@@ -1,0 +1,10 @@
+# amd-mi300x-pollara, local rank 0. By hand: Pollara RDMA devices ionic_N (ionic_ibdev.c), listed as mlx5 would be, in NIC bus order 09,23,53,69,8f,9c,cd,f1 = benic1p1..benic8p1 = ionic_6,5,4,7,3,2,0,1 (validation.md rdma link); GID 1 = the IPv4-mapped RoCE v2 GID (RoCE v2 only table; AINIC setups use NCCL_IB_GID_INDEX=1, Primus 03_enable_ainic.sh). GPU 0 05:00.0 <-> NIC 09:00.0 = ionic_6 (topology-mapping.md), HIP ordinal 0; NUMA 0 = CPUs 0-95,192-287.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=ionic_6:1,ionic_5:1,ionic_4:1,ionic_7:1,ionic_3:1,ionic_2:1,ionic_0:1,ionic_1:1'
+export NCCL_IB_GID_INDEX='1'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_HIP_DEVICES='0'
+export GPUAFFINITY_NICS='ionic_6'
+export GPUAFFINITY_CPUS='0-95,192-287'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='ionic_6:1'

@@ -1,0 +1,10 @@
+# amd-mi300x, local rank 0. By hand: RCCL reads NCCL's variables (rccl@0cbce2a src/include/param.h); no CUDA_DEVICE_ORDER (HIP does not read it). Front end ens99f0np0 (default route; AMD topology-mapping.md's non-backend netdev); 8 CX-7 RoCE at 09,23,53,69,8f,9c,cd,f1 = mlx5_0..7 in bus order; GID 3 = RoCE v2 IPv4-mapped (spec GID tables; AMD's RoCE example NCCL_IB_GID_INDEX=3). GPU 0 05:00.0 <-> NIC 09:00.0 enp9s0np0 (topology-mapping.md adjacency table), HIP ordinal 0 (first KFD GPU node); NUMA 0 of 2 x EPYC 9654 SMT = CPUs 0-95,192-287.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_HIP_DEVICES='0'
+export GPUAFFINITY_NICS='mlx5_0'
+export GPUAFFINITY_CPUS='0-95,192-287'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_0:1'

@@ -1,0 +1,11 @@
+# azure-nd-mi300x-v5, local rank 0. By hand: NCCL_SOCKET_IFNAME=eth0 (Azure's RCCL test, azurehpc-health-checks azure_rccl_allreduce.nhc); InfiniBand mlx5_ib0..7 (aznhc check_hw_ib 400 mlx5_ib0:1..mlx5_ib7:1; Azure's rename in domain order), no GID index (InfiniBand); NCCL_IB_PCI_RELAXED_ORDERING=1 and UCX_IB_PCI_RELAXED_ORDERING=on (the same Azure RCCL test). GPU 0 0011:00:00.0 <-> mlx5_ib0 0010 (RCCL topo_8p_940vm.xml: NIC domain = GPU domain - 1), HIP ordinal 0; NUMA 0 = CPUs 0-47 (no SMT; the model's affinity 00000000,0000ffff,ffffffff).
+export NCCL_SOCKET_IFNAME='=eth0'
+export NCCL_IB_HCA='=mlx5_ib0:1,mlx5_ib1:1,mlx5_ib2:1,mlx5_ib3:1,mlx5_ib4:1,mlx5_ib5:1,mlx5_ib6:1,mlx5_ib7:1'
+export NCCL_IB_PCI_RELAXED_ORDERING='1'
+export UCX_IB_PCI_RELAXED_ORDERING='on'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_HIP_DEVICES='0'
+export GPUAFFINITY_NICS='mlx5_ib0'
+export GPUAFFINITY_CPUS='0-47'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_ib0:1'

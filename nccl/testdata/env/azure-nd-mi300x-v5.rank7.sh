@@ -1,0 +1,11 @@
+# azure-nd-mi300x-v5, local rank 7 (last). By hand: GPU 7 0081:00:00.0 <-> mlx5_ib7 0080 (RCCL's VM model), HIP ordinal 7; NUMA 1 = CPUs 48-95.
+export NCCL_SOCKET_IFNAME='=eth0'
+export NCCL_IB_HCA='=mlx5_ib0:1,mlx5_ib1:1,mlx5_ib2:1,mlx5_ib3:1,mlx5_ib4:1,mlx5_ib5:1,mlx5_ib6:1,mlx5_ib7:1'
+export NCCL_IB_PCI_RELAXED_ORDERING='1'
+export UCX_IB_PCI_RELAXED_ORDERING='on'
+export GPUAFFINITY_GPU='7'
+export GPUAFFINITY_HIP_DEVICES='7'
+export GPUAFFINITY_NICS='mlx5_ib7'
+export GPUAFFINITY_CPUS='48-95'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='mlx5_ib7:1'

@@ -1,0 +1,10 @@
+# mixed-h100-mi210, local rank 0: the NVIDIA H100 PCIe (GPU 0: NVML's GPUs come first). By hand from the spec: NCCL's variables, CUDA_DEVICE_ORDER for the H100; front end enp97s0f0np0 (default route); the one ConnectX-7 RoCE mlx5_0, GID 3 = RoCE v2 IPv4-mapped (spec GID table); GPU 01:00.0 and mlx5_0 41:00.0 on different root complexes of the one NUMA node (NODE, the spec's expect); 1 x EPYC 9354, 32 cores SMT = CPUs 0-63.
+export CUDA_DEVICE_ORDER='PCI_BUS_ID'
+export NCCL_SOCKET_IFNAME='=enp97s0f0np0'
+export NCCL_IB_HCA='=mlx5_0:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_NICS='mlx5_0'
+export GPUAFFINITY_CPUS='0-63'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_0:1'

@@ -1,0 +1,10 @@
+# mixed-h100-mi210, local rank 1 (last): the AMD MI210 (GPU 1, numbered after the NVIDIA GPU). By hand: RCCL's variables: no CUDA_DEVICE_ORDER; HIP ordinal 0 (KFD lists only AMD GPUs: the MI210 is its one GPU node); the same NIC, front end and CPUs as rank 0.
+export NCCL_SOCKET_IFNAME='=enp97s0f0np0'
+export NCCL_IB_HCA='=mlx5_0:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='1'
+export GPUAFFINITY_HIP_DEVICES='0'
+export GPUAFFINITY_NICS='mlx5_0'
+export GPUAFFINITY_CPUS='0-63'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_0:1'

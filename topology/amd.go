@@ -1,0 +1,132 @@
+package topology
+
+import "strings"
+
+// GPU vendors, as GPU.Vendor holds them (the PCI vendor id).
+const (
+	VendorNVIDIA = "0x10de"
+	VendorAMD    = "0x1002"
+)
+
+// The states of an AMD GPU, which has no NVML: KFD (amdkfd's topology
+// under /sys/class/kfd) is the source that says the driver has it.
+const (
+	// GPUNotInKFD: on the bus, but amdkfd lists no node for it (amdgpu not
+	// loaded or not bound, or the GPU failed to initialise).
+	GPUNotInKFD GPUState = "not-in-kfd"
+	// GPUKFDDenied: KFD lists it, but the caller's device cgroup denies
+	// it (KFD answers EPERM): a container not given this GPU.
+	GPUKFDDenied GPUState = "kfd-denied"
+)
+
+// IsAMD reports whether the GPU is an AMD one (amdgpu, ROCm).
+func (g GPU) IsAMD() bool { return strings.EqualFold(g.Vendor, VendorAMD) }
+
+// Usable reports whether the GPU's driver has it and answers for it:
+// NVML lists it (or NVML is absent from the node), or KFD lists it.
+func (g GPU) Usable() bool { return g.State == GPUOK || g.State == GPUNoNVML }
+
+// AMDGPU is what amdgpu and amdkfd say of an AMD Instinct GPU: its KFD
+// nodes, ISA, render node, XGMI hive and links and partition modes.
+type AMDGPU struct {
+	// KFDNodes are the GPU's KFD topology nodes, one per compute
+	// partition (one in SPX mode, eight in CPX mode on MI300X), in
+	// partition order.
+	KFDNodes []int `json:"kfd_nodes"`
+	// Ordinals are the HIP/ROCr device ordinals of those nodes: the
+	// position of each among all KFD GPU nodes in node order, which is
+	// the order HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES count in.
+	Ordinals []int `json:"ordinals"`
+	// GPUID is KFD's gpu_id of the first partition.
+	GPUID uint32 `json:"gpu_id"`
+	// GFXTarget is the ISA ("gfx942"), RCCL's gcn.
+	GFXTarget string `json:"gfx_target"`
+	// ComputeUnits is the CU count over every partition (simd_count /
+	// simd_per_cu): 304 on MI300X, what HIP calls multiProcessorCount.
+	ComputeUnits int `json:"compute_units"`
+	// XCCs is the number of XCDs (num_xcc) over every partition.
+	XCCs int `json:"xccs"`
+	// RenderMinor is N of /dev/dri/renderDN, the GPU's (first
+	// partition's) render node; nil where KFD does not say.
+	RenderMinor *int `json:"render_minor"`
+	// HiveID is the XGMI hive ("0x" and 16 hex digits); "" outside a
+	// hive.
+	HiveID string `json:"xgmi_hive_id,omitempty"`
+	// XGMIPhysicalID is the GPU's socket in its hive (xgmi_physical_id).
+	XGMIPhysicalID *int `json:"xgmi_physical_id"`
+	// ComputePartition and MemoryPartition are the partition modes
+	// ("SPX", "CPX"; "NPS1", "NPS4"); "" where the GPU has none.
+	ComputePartition string `json:"compute_partition,omitempty"`
+	MemoryPartition  string `json:"memory_partition,omitempty"`
+	// XGMILinks are the GPU's XGMI links to other GPUs (KFD io_links of
+	// type XGMI between first partitions), in peer order.
+	XGMILinks []XGMILink `json:"xgmi_links"`
+	// XGMILinkedPeers and XGMINumLinks are what amdgpu's xgmi_num_links
+	// says (one link count per hive member): the members the GPU has a
+	// link to, and its links in all; nil where amdgpu does not say.
+	XGMILinkedPeers *int `json:"xgmi_linked_peers"`
+	XGMINumLinks    *int `json:"xgmi_num_links"`
+	// RAS are amdgpu's RAS error counts per block (ras/<block>_err_count),
+	// by block name; empty where RAS is off or not supported.
+	RAS []RASCount `json:"ras"`
+	// PCIeReplayCount is amdgpu's pcie_replay_count; nil where absent.
+	PCIeReplayCount *uint64 `json:"pcie_replay_count"`
+}
+
+// RASCount is one amdgpu RAS block's error counts.
+type RASCount struct {
+	Block string `json:"block"` // "umc", "xgmi_wafl", "gfx", ...
+	UE    uint64 `json:"ue"`    // uncorrectable
+	CE    uint64 `json:"ce"`    // correctable
+	// DE is the deferred count, where the kernel writes one.
+	DE *uint64 `json:"de"`
+}
+
+// ROCmInfo is what the node says of AMD's stack: set only where the node
+// has an AMD GPU.
+type ROCmInfo struct {
+	// DriverVersion is /sys/module/amdgpu/version (AMD's DKMS amdgpu;
+	// the in-tree module has none): "" where absent.
+	DriverVersion string `json:"driver_version,omitempty"`
+	// PeerMemory is the version of amdkfd's peer-memory client
+	// (/sys/kernel/mm/memory_peers/amdkfd/version), the path RDMA NICs
+	// reach GPU memory through without dma-buf; "" where absent.
+	PeerMemory string `json:"peer_memory,omitempty"`
+}
+
+// XGMILink is one KFD XGMI io_link from a GPU to another.
+type XGMILink struct {
+	Peer string `json:"peer"` // the peer GPU's bus id
+	// Hops is the link's hop count (KFD weight / 15): 1 for a direct
+	// link, more where the hive routes through other GPUs.
+	Hops int `json:"hops"`
+	// Weight is KFD's weight (15 per hop), what rocm-smi --showtopo
+	// prints.
+	Weight int `json:"weight"`
+	// MaxBandwidth is KFD's max_bandwidth, MB/s; 0 where it is not
+	// given.
+	MaxBandwidth int `json:"max_bandwidth_mbs"`
+}
+
+// xgmiBetween counts the direct (one-hop) XGMI links joining two GPUs:
+// what RCCL's topology turns into an <xgmi> link (hops == 1 only) and
+// rocm-smi --showtopotype prints as XGMI. Both sides must list it: RCCL
+// on each GPU reads only that GPU's links, so a link one side lost is not
+// one traffic uses.
+func xgmiBetween(a, b GPU) int {
+	if a.AMD == nil || b.AMD == nil {
+		return 0
+	}
+	direct := func(x GPU, peer string) bool {
+		for _, l := range x.AMD.XGMILinks {
+			if l.Hops == 1 && strings.EqualFold(l.Peer, peer) {
+				return true
+			}
+		}
+		return false
+	}
+	if direct(a, b.BusID) && direct(b, a.BusID) {
+		return 1
+	}
+	return 0
+}
