@@ -102,6 +102,28 @@ Name=gpu Type=mi300x File=/dev/dri/renderD168 Cores=96-191 Links=1,1,1,1,1,-1,1,
 Name=gpu Type=mi300x File=/dev/dri/renderD176 Cores=96-191 Links=1,1,1,1,1,1,-1,1
 Name=gpu Type=mi300x File=/dev/dri/renderD184 Cores=96-191 Links=1,1,1,1,1,1,1,-1
 `,
+	// amd-mi300x with Pollara NICs: the GPUs, CPUs and XGMI hive are
+	// amd-mi300x's.
+	"amd-mi300x-pollara": `Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-95 Links=-1,1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD136 Cores=0-95 Links=1,-1,1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD144 Cores=0-95 Links=1,1,-1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD152 Cores=0-95 Links=1,1,1,-1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD160 Cores=96-191 Links=1,1,1,1,-1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD168 Cores=96-191 Links=1,1,1,1,1,-1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD176 Cores=96-191 Links=1,1,1,1,1,1,-1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD184 Cores=96-191 Links=1,1,1,1,1,1,1,-1
+`,
+	// amd-mi300x-faults: GPU 6 lost its direct XGMI links to GPUs 0 and 1
+	// (its description), so those pairs read 0; the rest is amd-mi300x's.
+	"amd-mi300x-faults": `Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-95 Links=-1,1,1,1,1,1,0,1
+Name=gpu Type=mi300x File=/dev/dri/renderD136 Cores=0-95 Links=1,-1,1,1,1,1,0,1
+Name=gpu Type=mi300x File=/dev/dri/renderD144 Cores=0-95 Links=1,1,-1,1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD152 Cores=0-95 Links=1,1,1,-1,1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD160 Cores=96-191 Links=1,1,1,1,-1,1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD168 Cores=96-191 Links=1,1,1,1,1,-1,1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD176 Cores=96-191 Links=0,0,1,1,1,1,-1,1
+Name=gpu Type=mi300x File=/dev/dri/renderD184 Cores=96-191 Links=1,1,1,1,1,1,1,-1
+`,
 	// ND MI300X v5: 96 vCPUs, SMT off (one CPU per core), 48 per socket;
 	// the VF (1002:74b5, "AMD Instinct MI300X VF") is still Type=mi300x.
 	"azure-nd-mi300x-v5": `Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-47 Links=-1,1,1,1,1,1,1,1

@@ -178,7 +178,7 @@ func (p *Plan) fromMap(n topology.Node, req Request, cpusGiven, memsGiven bool) 
 		p.warn("binding map: %v", err)
 		return nil
 	}
-	sel, err := topology.VisibleGPUs(n, envReq.CUDAVisibleDevices)
+	sel, err := topology.ProcessGPUs(n, envReq.CUDAVisibleDevices, lookup)
 	if err == nil {
 		var r binding.Rank
 		if r, err = m.ForRank(n, sel, rank); err == nil {

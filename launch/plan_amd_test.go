@@ -47,12 +47,13 @@ func TestBuildAMD(t *testing.T) {
 	if got["GPUAFFINITY_HIP_DEVICES"] != "3" || got["GPUAFFINITY_CPUS"] != "72-95,264-287" || got["NCCL_IB_GID_INDEX"] != "3" || got["UCX_NET_DEVICES"] != "mlx5_3:1" {
 		t.Errorf("vars %v", got)
 	}
-	// The caller's ROCR_VISIBLE_DEVICES is kept, and the plan says that
-	// ranks were mapped without it.
+	// The caller's ROCR_VISIBLE_DEVICES is kept (its one GPU, 3, is the
+	// one every rank drives), and the plan says that
+	// GPUAFFINITY_HIP_DEVICES counts every GPU.
 	if envValue(p.Env, "ROCR_VISIBLE_DEVICES") != "3" {
 		t.Errorf("ROCR_VISIBLE_DEVICES not passed on: %q", p.Env)
 	}
-	if !strings.Contains(strings.Join(p.Warnings, "\n"), `ROCR_VISIBLE_DEVICES="3" is set but CUDA_VISIBLE_DEVICES is not`) {
+	if !strings.Contains(strings.Join(p.Warnings, "\n"), `ROCR_VISIBLE_DEVICES="3" is set and CUDA_VISIBLE_DEVICES is not`) {
 		t.Errorf("warnings %q", p.Warnings)
 	}
 }

@@ -17,7 +17,10 @@ type EnvRequest struct {
 	// Rank is the local rank; nil renders the node-level variables only.
 	Rank *int
 	// CUDAVisibleDevices is the launcher's CUDA_VISIBLE_DEVICES; nil when
-	// unset. The rank's GPU is the one topology.Selection.Rank gives.
+	// unset. The rank's GPU is the one topology.Selection.Rank gives, in
+	// topology.ProcessGPUs: on a node whose GPUs are all AMD and without
+	// CUDA_VISIBLE_DEVICES, Preset's ROCR_VISIBLE_DEVICES and
+	// HIP_VISIBLE_DEVICES select them.
 	CUDAVisibleDevices *string
 	// RanksPerGPU is how many local ranks share one GPU (0 means 1): rank
 	// r drives device r/RanksPerGPU.
@@ -84,7 +87,9 @@ func BuildEnv(n topology.Node, req EnvRequest) (Env, error) {
 	b := &envBuilder{n: n, env: Env{Rank: req.Rank}}
 	var gpu *topology.GPU
 	if req.Rank != nil {
-		g, err := RankGPU(n, *req.Rank, req.RanksPerGPU, req.CUDAVisibleDevices)
+		g, err := rankGPU(n, *req.Rank, req.RanksPerGPU, func() (topology.Selection, error) {
+			return topology.ProcessGPUs(n, req.CUDAVisibleDevices, req.Preset)
+		})
 		if err != nil {
 			return Env{}, err
 		}

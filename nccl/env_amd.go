@@ -37,7 +37,10 @@ import (
 //   - Warnings: a mixed node (NCCL and RCCL are separate libraries), AMD
 //     GPUs that peer over PCIe (HSA_FORCE_FINE_GRAIN_PCIE), a GPU split
 //     into compute partitions (CPX), HIP_VISIBLE_DEVICES or
-//     ROCR_VISIBLE_DEVICES set by the caller.
+//     ROCR_VISIBLE_DEVICES set by the caller (without
+//     CUDA_VISIBLE_DEVICES they select the rank's GPU,
+//     topology.ProcessGPUs, but GPUAFFINITY_HIP_DEVICES stays in the
+//     numbering of every GPU).
 
 // hipDevicesVar names the rank's HIP device ordinals (AMDGPU.Ordinals).
 const hipDevicesVar = "GPUAFFINITY_HIP_DEVICES"
@@ -145,7 +148,7 @@ func (b *envBuilder) hipDevices(g topology.GPU, req EnvRequest) {
 	}
 	for _, name := range []string{"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"} {
 		if v, ok := req.Preset(name); ok {
-			b.warn("%s=%q is set but CUDA_VISIBLE_DEVICES is not: gpuaffinity maps local ranks by CUDA_VISIBLE_DEVICES only (HIP reads it as HIP_VISIBLE_DEVICES), so rank %d's GPU was taken from every GPU in KFD order, and %s counts every GPU, while HIP counts within %s",
+			b.warn("%s=%q is set and CUDA_VISIBLE_DEVICES is not: rank %d's GPU was taken from the devices it leaves visible (as HIP numbers them), but %s counts every GPU's ordinals, while HIP counts within %s",
 				name, v, derefOr(b.env.Rank, -1), hipDevicesVar, name)
 		}
 	}

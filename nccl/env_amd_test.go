@@ -212,9 +212,10 @@ func TestEnvAMDCPX(t *testing.T) {
 }
 
 // TestEnvAMDVisibleDevices: a caller with ROCR_VISIBLE_DEVICES or
-// HIP_VISIBLE_DEVICES but no CUDA_VISIBLE_DEVICES is warned that ranks
-// are mapped from every GPU; with CUDA_VISIBLE_DEVICES (which HIP reads
-// too) nothing is said.
+// HIP_VISIBLE_DEVICES but no CUDA_VISIBLE_DEVICES gets the rank's GPU
+// from that list (rank 1 of "4,5" is GPU 5 on amd-mi300x, where GPU i
+// is HIP ordinal i) and is warned that GPUAFFINITY_HIP_DEVICES counts
+// every GPU; with CUDA_VISIBLE_DEVICES (which wins) nothing is said.
 func TestEnvAMDVisibleDevices(t *testing.T) {
 	n := fixtureNode(t, "amd-mi300x")
 	preset := func(name, value string) func(string) (string, bool) {
@@ -227,8 +228,9 @@ func TestEnvAMDVisibleDevices(t *testing.T) {
 	}
 	for _, name := range []string{"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"} {
 		e := envMustBuild(t, n, EnvRequest{Rank: envIntp(1), Preset: preset(name, "4,5")})
-		envWarned(t, e, name+`="4,5" is set but CUDA_VISIBLE_DEVICES is not`)
-		envMustGet(t, e, "GPUAFFINITY_GPU", "1")
+		envWarned(t, e, name+`="4,5" is set and CUDA_VISIBLE_DEVICES is not`)
+		envMustGet(t, e, "GPUAFFINITY_GPU", "5")
+		envMustGet(t, e, hipDevicesVar, "5")
 		e = envMustBuild(t, n, EnvRequest{Rank: envIntp(1), Preset: preset(name, "4,5"), CUDAVisibleDevices: envStrp("4,5")})
 		if len(e.Warnings) > 0 {
 			t.Errorf("%s with CUDA_VISIBLE_DEVICES: %q", name, e.Warnings)

@@ -45,6 +45,11 @@ func LocalRankFromEnv(getenv func(string) string) (rank *int, source string, err
 // 1) under CUDA_VISIBLE_DEVICES cvd (nil: unset): topology.VisibleGPUs
 // and Selection.Rank, the one mapping env, cpumap, exec and check share.
 func RankGPU(n topology.Node, r, k int, cvd *string) (*topology.GPU, error) {
+	return rankGPU(n, r, k, func() (topology.Selection, error) { return topology.VisibleGPUs(n, cvd) })
+}
+
+// rankGPU is RankGPU in the selection visible gives.
+func rankGPU(n topology.Node, r, k int, visible func() (topology.Selection, error)) (*topology.GPU, error) {
 	if len(n.GPUs) == 0 {
 		why := "no NVIDIA GPU on the PCI bus"
 		if w := topology.UnsupportedWarning(n.Unsupported, 0); w != "" {
@@ -52,7 +57,7 @@ func RankGPU(n topology.Node, r, k int, cvd *string) (*topology.GPU, error) {
 		}
 		return nil, fmt.Errorf("%w: local rank %d: this node has no GPU gpuaffinity supports: %s", ErrRank, r, why)
 	}
-	sel, err := topology.VisibleGPUs(n, cvd)
+	sel, err := visible()
 	if err != nil {
 		return nil, fmt.Errorf("%w: local rank %d: %w", ErrRank, r, err)
 	}

@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,6 +20,15 @@ const (
 	// SelectFlag is --gpus: indices and ranges ("0-3"), UUIDs and UUID
 	// prefixes, PCI bus ids.
 	SelectFlag = "--gpus"
+	// SelectROCR is ROCR_VISIBLE_DEVICES, read on a node whose GPUs are
+	// all AMD when CUDA_VISIBLE_DEVICES is unset: ROCr device ordinals
+	// (AMDGPU.Ordinals, one per compute partition) and GPU-<16 hex> UUIDs
+	// (VisibleAMDGPUs).
+	SelectROCR = "ROCR_VISIBLE_DEVICES"
+	// SelectHIP is HIP_VISIBLE_DEVICES, read as SelectROCR is: indices
+	// into the devices ROCr exposes (those of ROCR_VISIBLE_DEVICES when
+	// it is set) and UUIDs.
+	SelectHIP = "HIP_VISIBLE_DEVICES"
 )
 
 var (
@@ -129,6 +139,150 @@ func VisibleGPUs(n Node, cvd *string) (Selection, error) {
 		return AllGPUs(n), nil
 	}
 	return SelectGPUs(n, *cvd, SelectCUDA)
+}
+
+// ProcessGPUs is what a process drives under its visibility lists:
+// CUDA_VISIBLE_DEVICES cvd (nil: unset) when set (VisibleGPUs); else, on
+// a node whose GPUs are all AMD, ROCR_VISIBLE_DEVICES and
+// HIP_VISIBLE_DEVICES as lookup (os.LookupEnv; nil: none set) answers
+// (VisibleAMDGPUs); else every GPU in index order. On a node with an
+// NVIDIA GPU the ROCm variables are not read.
+func ProcessGPUs(n Node, cvd *string, lookup func(string) (string, bool)) (Selection, error) {
+	if cvd != nil || lookup == nil || !allAMD(n) {
+		return VisibleGPUs(n, cvd)
+	}
+	var rocr, hip *string
+	if v, ok := lookup(SelectROCR); ok {
+		rocr = &v
+	}
+	if v, ok := lookup(SelectHIP); ok {
+		hip = &v
+	}
+	return VisibleAMDGPUs(n, rocr, hip)
+}
+
+func allAMD(n Node) bool {
+	for _, g := range n.GPUs {
+		if !g.IsAMD() {
+			return false
+		}
+	}
+	return len(n.GPUs) > 0
+}
+
+// amdDevice is one device the ROCm runtime exposes: a GPU (or one
+// compute partition of it) and the entry that named it.
+type amdDevice struct {
+	gpu   int    // GPU.Index
+	entry string // "ROCR_VISIBLE_DEVICES entry 1 (\"5\")", "" for the default list
+}
+
+// amdAgent is a ROCr GPU agent: its device ordinal and its GPU.
+type amdAgent struct{ ord, gpu int }
+
+// VisibleAMDGPUs is what a HIP process drives under ROCR_VISIBLE_DEVICES
+// rocr and HIP_VISIBLE_DEVICES hip (nil: unset), composed as the runtime
+// does (rocm.docs.amd.com, "GPU isolation techniques"): ROCr exposes the
+// devices rocr names, each a device ordinal among all GPU agents
+// (AMDGPU.Ordinals: an entry naming any partition of a GPU in CPX mode
+// selects that GPU) or a GPU-<16 hex> UUID (GPU.UUID); HIP's entries
+// index the devices ROCr exposes (or are UUIDs of them). Every entry
+// must name a device; two entries that name one GPU (two compute
+// partitions of it, or the GPU twice) are an error naming both:
+// gpuaffinity maps ranks to whole GPUs (run several ranks per GPU
+// instead). Both unset is every GPU in index order; a set but empty
+// list hides every GPU (Selection.Hidden).
+func VisibleAMDGPUs(n Node, rocr, hip *string) (Selection, error) {
+	if rocr == nil && hip == nil {
+		return AllGPUs(n), nil
+	}
+	// The devices ROCr exposes: every agent in ordinal order, or rocr's.
+	var exposed []amdDevice
+	var agents []amdAgent
+	for _, g := range n.GPUs {
+		if g.AMD == nil {
+			continue
+		}
+		for _, o := range g.AMD.Ordinals {
+			agents = append(agents, amdAgent{o, g.Index})
+		}
+	}
+	slices.SortFunc(agents, func(a, b amdAgent) int { return a.ord - b.ord })
+	for _, a := range agents {
+		exposed = append(exposed, amdDevice{gpu: a.gpu})
+	}
+	sel := Selection{Source: SelectROCR, GPUs: []int{}}
+	lists := []struct {
+		source string
+		list   *string
+	}{{SelectROCR, rocr}, {SelectHIP, hip}}
+	for _, l := range lists {
+		if l.list == nil {
+			continue
+		}
+		sel.Source, sel.List = l.source, *l.list
+		if strings.TrimSpace(*l.list) == "" {
+			sel.hidden = fmt.Errorf("%w: %s is empty, which hides every GPU", ErrSelect, l.source)
+			return sel, nil
+		}
+		var next []amdDevice
+		for i, raw := range strings.Split(*l.list, ",") {
+			e := strings.TrimSpace(raw)
+			d, err := resolveAMDEntry(n, e, l.source, exposed, agents)
+			if err != nil {
+				return Selection{}, fmt.Errorf("%s=%q entry %d: %w", l.source, *l.list, i, err)
+			}
+			d.entry = fmt.Sprintf("%s entry %d (%q)", l.source, i, e)
+			next = append(next, d)
+		}
+		exposed = next
+	}
+	for i, d := range exposed {
+		for _, p := range exposed[:i] {
+			if p.gpu == d.gpu {
+				return Selection{}, fmt.Errorf("%w: %s and %s both name GPU %d (two of its compute partitions, or the GPU twice): gpuaffinity maps ranks to whole GPUs; list the GPU once and run several ranks per GPU (--ranks-per-gpu)",
+					ErrSelect, p.entry, d.entry, d.gpu)
+			}
+		}
+		sel.GPUs = append(sel.GPUs, d.gpu)
+	}
+	return sel, nil
+}
+
+// resolveAMDEntry resolves one ROCR_VISIBLE_DEVICES entry (an agent
+// ordinal) or HIP_VISIBLE_DEVICES entry (an index into exposed), or a
+// UUID of either, to the device it names.
+func resolveAMDEntry(n Node, e, source string, exposed []amdDevice, agents []amdAgent) (amdDevice, error) {
+	switch {
+	case e == "":
+		return amdDevice{}, fmt.Errorf("%w: empty entry", ErrSelect)
+	case hasPrefixFold(e, "GPU-"):
+		for _, g := range n.GPUs {
+			if g.UUID != "" && strings.EqualFold(g.UUID, e) {
+				if source == SelectHIP && !slices.ContainsFunc(exposed, func(d amdDevice) bool { return d.gpu == g.Index }) {
+					return amdDevice{}, fmt.Errorf("%w: %q is GPU %d, which ROCR_VISIBLE_DEVICES hides", ErrSelect, e, g.Index)
+				}
+				return amdDevice{gpu: g.Index}, nil
+			}
+		}
+		return amdDevice{}, fmt.Errorf("%w: %q is the UUID of no AMD GPU on this node", ErrSelect, e)
+	}
+	i, err := strconv.Atoi(e)
+	if err != nil || i < 0 {
+		return amdDevice{}, fmt.Errorf("%w: %q is not a device index or a GPU-<uuid>", ErrSelect, e)
+	}
+	if source == SelectHIP {
+		if i >= len(exposed) {
+			return amdDevice{}, fmt.Errorf("%w: HIP device %d does not exist: the runtime exposes %d device(s)", ErrSelect, i, len(exposed))
+		}
+		return exposed[i], nil
+	}
+	for _, a := range agents {
+		if a.ord == i {
+			return amdDevice{gpu: a.gpu}, nil
+		}
+	}
+	return amdDevice{}, fmt.Errorf("%w: device ordinal %d is no GPU agent of this node (%d agent(s))", ErrSelect, i, len(agents))
 }
 
 // Hidden is why the entries of a CUDA list after GPUs are not usable

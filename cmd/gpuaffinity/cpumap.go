@@ -69,7 +69,7 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 			if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 				cvd = &v
 			}
-			sel, err := topology.VisibleGPUs(n, cvd)
+			sel, err := topology.ProcessGPUs(n, cvd, os.LookupEnv)
 			if err != nil {
 				return fmt.Errorf("cpumap: %w", err)
 			}

@@ -182,10 +182,11 @@ once) go to stderr.`,
 }
 
 // envAllRanks builds the env of every local rank: one per GPU of
-// CUDA_VISIBLE_DEVICES when it is set (topology.VisibleGPUs), else one
-// per GPU.
+// CUDA_VISIBLE_DEVICES when it is set (on an AMD node, of
+// ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES: topology.ProcessGPUs), else
+// one per GPU.
 func envAllRanks(n topology.Node, req nccl.EnvRequest) ([]nccl.Env, error) {
-	sel, err := topology.VisibleGPUs(n, req.CUDAVisibleDevices)
+	sel, err := topology.ProcessGPUs(n, req.CUDAVisibleDevices, req.Preset)
 	if err == nil {
 		err = sel.Hidden()
 	}

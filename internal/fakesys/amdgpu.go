@@ -1155,7 +1155,11 @@ func (b *builder) writeAMDHealth(gpus []*amdGPUNode) {
 			mask |= uint32(g.physID&7) << rasFeaturesSocketShift
 		}
 		t.raw(g.dir+"/ras/features", []byte(fmt.Sprintf("feature mask: 0x%x\n", mask)))
-		t.attr(g.dir+"/pcie_replay_count", strconv.FormatUint(a.PCIeReplayCount, 10))
+		// amdgpu_device_attr_sysfs_init leaves pcie_replay_count out on an
+		// SR-IOV VF (amdgpu_sriov_vf): the MI300X VF a VM sees (1002:74b5).
+		if !g.dev.Virtual && !strings.EqualFold(g.dev.Device, "0x74b5") {
+			t.attr(g.dir+"/pcie_replay_count", strconv.FormatUint(a.PCIeReplayCount, 10))
+		}
 		if g.hive == 0 {
 			continue
 		}
