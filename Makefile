@@ -27,7 +27,7 @@ export CGO_CFLAGS  := -O2 -g -Wno-deprecated-declarations
 # Packages `go test -fuzz` runs briefly in `make test`: package:target.
 FUZZ := ./kfd:FuzzParseProperties ./kfd:FuzzParseRAS ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
         ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
-        ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay \
+        ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay ./placement:FuzzParsePhysicalHost \
         ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile ./internal/compact:FuzzDecode
 
 .PHONY: all build image package demo test deps lint vet fmt-check compile unit fuzz bench clean
