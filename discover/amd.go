@@ -70,7 +70,7 @@ func amdGPUs(devs []pci.Device, t kfd.Topology, first int, warn func(...error)) 
 		rank[a] = i
 	}
 	var out []topology.GPU
-	var missing []*pci.Device
+	addrOf := map[string]pci.Address{} // bus id -> address, of out's GPUs
 	for i := range devs {
 		d := &devs[i]
 		if !isAMDGPU(d) {
@@ -97,9 +97,9 @@ func amdGPUs(devs []pci.Device, t kfd.Topology, first int, warn func(...error)) 
 				g.UUID = fmt.Sprintf("GPU-%016x", u)
 			}
 		} else {
-			missing = append(missing, d)
 			g.State = topology.GPUNotInKFD
 		}
+		addrOf[g.BusID] = d.Address
 		out = append(out, g)
 	}
 	// Denied nodes cannot be placed (their properties answer EPERM). Where
@@ -127,15 +127,15 @@ func amdGPUs(devs []pci.Device, t kfd.Topology, first int, warn func(...error)) 
 			warn(fmt.Errorf("GPU %s (%s) is on the PCI bus but KFD lists no node for it (%s)", out[i].BusID, out[i].Model, kfd.NodesDir))
 		}
 	}
-	for a, k := range byAddr {
-		if !slices.ContainsFunc(out, func(g topology.GPU) bool { return g.BusID == a.String() }) {
-			warn(fmt.Errorf("KFD node %d names GPU %s, which the PCI bus does not show", k.nodes[0].ID, a))
+	for _, a := range order {
+		if _, ok := addrOf[a.String()]; !ok {
+			warn(fmt.Errorf("KFD node %d names GPU %s, which the PCI bus does not show", byAddr[a].nodes[0].ID, a))
 		}
 	}
 	// KFD-listed GPUs in KFD order, then the rest in bus order.
 	slices.SortStableFunc(out, func(a, b topology.GPU) int {
-		ra, oka := rank[mustAddr(a.BusID)]
-		rb, okb := rank[mustAddr(b.BusID)]
+		ra, oka := rank[addrOf[a.BusID]]
+		rb, okb := rank[addrOf[b.BusID]]
 		switch {
 		case oka && okb:
 			return ra - rb
@@ -158,16 +158,11 @@ func amdGPUs(devs []pci.Device, t kfd.Topology, first int, warn func(...error)) 
 	}
 	for i := range out {
 		if a := out[i].AMD; a != nil {
-			nodes := byAddr[mustAddr(out[i].BusID)].nodes
+			nodes := byAddr[addrOf[out[i].BusID]].nodes
 			a.XGMILinks = xgmiLinks(nodes[0], len(nodes) > 1, busOf)
 		}
 	}
 	return out
-}
-
-func mustAddr(bus string) pci.Address {
-	a, _ := pci.ParseAddress(bus)
-	return a
 }
 
 // amdInfo gathers a GPU's KFD nodes (one per partition).

@@ -39,14 +39,6 @@ import (
 // and health checks such as Azure's (kfd.ReadXGMIError says the same; it
 // exists for an explicit check and is left unused here).
 
-// fullMeshXGMI reports whether a GPU of this ISA sits on a board whose
-// XGMI hive links every pair of GPUs directly: the MI300 series (gfx942:
-// MI300X, MI300A, MI308X, MI325X; one x16 Infinity Fabric link to each of
-// the 7 peers of the 8-OAM board) and the MI350 series (gfx950). On those
-// a pair of the hive without a direct link is a fault; on earlier parts
-// (MI250X's GCDs, MI210 bridge cards) it may be the design.
-func fullMeshXGMI(gfx string) bool { return gfx == "gfx942" || gfx == "gfx950" }
-
 // amdCollector reads the AMD GPUs' sysfs under Options.Root.
 type amdCollector struct {
 	root   string
@@ -258,7 +250,7 @@ func (v *xgmiView) linked(a, b *topology.GPU) bool {
 }
 
 // peers are the GPUs g's link series are about: on a full-mesh board
-// (fullMeshXGMI) every other GPU of its hive, a direct link expected to
+// (topology.AMDGPU.FullMeshXGMI) every other GPU of its hive, a direct link expected to
 // each; elsewhere the GPUs either side lists a direct link to, so that a
 // 0 is a link only one side has. And whether g expects a full mesh.
 func (v *xgmiView) peers(g *topology.GPU) (out []*topology.GPU, mesh bool) {
@@ -266,7 +258,7 @@ func (v *xgmiView) peers(g *topology.GPU) (out []*topology.GPU, mesh bool) {
 	if a == nil {
 		return nil, false
 	}
-	mesh = a.HiveID != "" && fullMeshXGMI(a.GFXTarget)
+	mesh = a.HiveID != "" && a.FullMeshXGMI()
 	for _, p := range v.gpus {
 		if p == g {
 			continue

@@ -151,14 +151,7 @@ func renderNode(g topology.GPU) string {
 	return "the GPU's /dev/dri/renderD node"
 }
 
-// fullMeshTargets are the ISAs of the AMD parts that come only as OAMs
-// on 8-GPU (4 for MI300A) boards whose XGMI links join every GPU to every
-// other: MI300A/X, MI308X, MI325X (gfx942), MI350X/MI355X (gfx950).
-var fullMeshTargets = []string{"gfx942", "gfx950"}
-
-func fullMesh(g topology.GPU) bool {
-	return g.AMD != nil && slices.Contains(fullMeshTargets, g.AMD.GFXTarget)
-}
+func fullMesh(g topology.GPU) bool { return g.AMD.FullMeshXGMI() }
 
 // xgmiHops is what a GPU's KFD links say of one peer: the hops of its
 // XGMI link to it, 0 where it lists none.
@@ -191,7 +184,7 @@ func hopsWord(h int) string {
 // checkXGMI: every AMD GPU of an XGMI hive reaches the others over
 // direct (one-hop) XGMI links, which are the only ones RCCL puts in its
 // topology (an <xgmi> link needs hops == 1). On full-mesh boards
-// (fullMeshTargets) each pair of the hive's selected GPUs must have one,
+// (topology.AMDGPU.FullMeshXGMI) each pair of the hive's selected GPUs must have one,
 // seen from both sides, and a GPU of the node's kind outside the hive its
 // peers share has lost XGMI altogether. Elsewhere each selected GPU must
 // have as many direct peers as the best-linked member: the most direct

@@ -94,6 +94,16 @@ type ROCmInfo struct {
 	PeerMemory string `json:"peer_memory,omitempty"`
 }
 
+// FullMeshXGMI reports whether the GPU is of a part whose XGMI hive joins
+// every pair of GPUs directly: the MI300 series (gfx942: MI300X, MI300A,
+// MI308X, MI325X, OAMs only, one x16 Infinity Fabric link to each of the
+// 7 peers of an 8-OAM board, 3 of a 4-socket MI300A) and the MI350 series
+// (gfx950). There a hive pair without a direct link is a fault; on
+// earlier parts (MI250X's GCDs, MI210 bridge cards) it may be the design.
+func (a *AMDGPU) FullMeshXGMI() bool {
+	return a != nil && (a.GFXTarget == "gfx942" || a.GFXTarget == "gfx950")
+}
+
 // XGMILink is one KFD XGMI io_link from a GPU to another.
 type XGMILink struct {
 	Peer string `json:"peer"` // the peer GPU's bus id
