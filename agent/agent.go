@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/exporter"
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/systemd"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -79,7 +80,35 @@ type Options struct {
 	// NVML replaces the NVML library nvml.Open(Root) would give (tests:
 	// a replay whose Init fails). It is not re-opened on rescans.
 	NVML gonvml.Interface
+	// Placement says where the agent learns the node's place in the
+	// network (gpuaffinity_node_placement_info); the zero value reads
+	// nothing.
+	Placement PlacementOptions
 }
+
+// PlacementOptions configure how the agent reads the node's placement:
+// with each discovery round, never at scrape time.
+type PlacementOptions struct {
+	// Cloud is the metadata service to ask: PlacementAuto asks the one of
+	// the cloud DMI names where that cloud has a node-local source (GCP,
+	// OCI) and nothing elsewhere; platform.GCP or platform.OCI ask that
+	// one; "" or PlacementOff asks none.
+	Cloud string
+	// BaseURL and Timeout are placement.Options'; zero means the
+	// link-local service and placement.DefaultTimeout.
+	BaseURL string
+	Timeout time.Duration
+	// Switches are the site's names for the switches above the node,
+	// tier 0 (its leaf) first, at most three. They replace the cloud's
+	// tiers; the cloud's host and GPU memory fabric are kept.
+	Switches []string
+}
+
+// Placement modes beside a cloud name.
+const (
+	PlacementAuto = "auto"
+	PlacementOff  = "off"
+)
 
 // Agent is the daemon. New prepares it and binds its listeners; Run
 // serves until its context ends.
@@ -107,6 +136,11 @@ type Agent struct {
 	state    exporter.State
 	topology []byte // the JSON of state.Node
 	gateErr  string // why the last health gate could not run
+
+	placementErr string // the last placement read's error, logged once; round's goroutine only
+	// placementLast is the last placement the cloud's metadata service
+	// gave, kept through a failed read; round's goroutine only.
+	placementLast *placement.Placement
 }
 
 // New checks opts, prepares the state directory (stale temporary files
@@ -142,6 +176,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if !opts.SystemdSocket && len(opts.ListenAddresses) == 0 {
 		return nil, errors.New("no listen address")
+	}
+	if err := opts.Placement.validate(); err != nil {
+		return nil, err
 	}
 	if err := cleanStateDir(opts.StateDir, opts.NFDFile); err != nil {
 		return nil, err
@@ -505,8 +542,14 @@ func (a *Agent) runRound(ctx context.Context, why string, start time.Time) {
 		}
 	}
 
+	pl := a.readPlacement(ctx, n)
+	if ctx.Err() != nil {
+		return
+	}
+
 	a.mu.Lock()
 	a.state = exporter.State{
+		Placement:       pl,
 		Node:            &n,
 		Discovery:       exporter.DiscoveryStatus{Last: start, LastSuccess: start, OK: true, Duration: dur},
 		Health:          repp,

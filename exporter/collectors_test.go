@@ -127,7 +127,7 @@ func collectorFamilies(name string) []string {
 			owner = CollectorNVLink
 		case strings.HasPrefix(f, "gpuaffinity_rdma_"):
 			owner = CollectorRDMA
-		case strings.HasPrefix(f, "gpuaffinity_topology_"):
+		case strings.HasPrefix(f, "gpuaffinity_topology_"), strings.HasPrefix(f, "gpuaffinity_node_"):
 			owner = CollectorTopology
 		case strings.HasPrefix(f, "gpuaffinity_storage_"):
 			owner = CollectorStorage

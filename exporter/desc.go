@@ -107,6 +107,14 @@ var (
 	descIMEXChannelsUsable   = newDesc("topology_imex_channels_usable", "IMEX channel devices (/dev/nvidia-caps-imex-channels/channelN) this process can use.")
 	descIMEXDriverRegistered = newDesc("topology_imex_driver_registered", "1 when the driver registered the nvidia-caps-imex-channels device (/proc/devices).")
 	descIMEXConfigPresent    = newDesc("topology_imex_config_present", "1 when the IMEX daemon's configuration (/etc/nvidia-imex/config.cfg) is installed.")
+	descIMEXConfigNodes      = newDesc("topology_imex_config_nodes", "Nodes the IMEX daemon's node list (IMEX_NODE_CONFIG_FILE) holds: the NVLink domain's nodes as the site configured them.")
+
+	// The node in the fleet (collector topology, from the last good
+	// discovery and the placement read with it; placement.go).
+	descNodePlacement = newDesc("node_placement_info", "1; where the node sits: its network tiers (tier0 the closest switch), cloud host, NVLink clique and rack position.",
+		"hostname", "model", "gpu_model", "cloud", "tier0", "tier1", "tier2", "host_id", "clique", "gpu_memory_fabric", "chassis_serial", "slot", "tray", "source")
+	descNodeLayout = newDesc("node_layout_info", "1; digests of the node's layout (GPUs, GPU to NIC pairs, NIC roles and fabrics) and of its NIC firmware: nodes of one model built alike share them.",
+		"hostname", "model", "gpu_model", "layout", "firmware")
 
 	// Storage (collector storage, from the last good discovery; storage.go).
 	descNVMeInfo        = newDesc("storage_nvme_info", "1 per NVMe controller; device, firmware_revision, model, serial and state as node_exporter's node_nvme_info has them.", "device", "bus_id", "model", "serial", "firmware_revision", "transport", "state", "numa_node", "use")
@@ -139,7 +147,8 @@ var (
 		descRDMAPresent, descRDMALifespan,
 		descTopologyPair, descTopologyBest, descTopologyAlign,
 		descNVLinkDomainGPUs, descNVLinkDomains, descNVLinkMultiNode,
-		descIMEXChannelsUsable, descIMEXDriverRegistered, descIMEXConfigPresent,
+		descIMEXChannelsUsable, descIMEXDriverRegistered, descIMEXConfigPresent, descIMEXConfigNodes,
+		descNodePlacement, descNodeLayout,
 		descNVMeInfo, descNVMeGen, descNVMeMaxGen, descNVMeWidth, descNVMeMaxWidth,
 		descStorageNVMePair, descStorageNICPair,
 		descGDSNvidiaFS, descGDSP2PDMA, descIOMMUInfo, descMountInfo, descMountNICs,

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/gpuaffinity/gpuaffinity/health"
+	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/rdma"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -39,6 +40,10 @@ type State struct {
 	ExpectedNVLinks map[int]int
 	// StateWriteOK is false when writing the files under --state-dir failed.
 	StateWriteOK bool
+	// Placement is where the node sits in its cloud's or site's network,
+	// as the agent read it with the discovery (never at scrape time); nil
+	// where it has none. Like Node it is replaced, never modified.
+	Placement *placement.Placement
 }
 
 // DiscoveryStatus is the outcome of the agent's last discovery.

@@ -89,4 +89,7 @@ func nvlinkFabricMetrics(n *topology.Node, s *sink) {
 	s.gauge(descIMEXChannelsUsable, float64(len(im.UsableChannels())))
 	s.gauge(descIMEXDriverRegistered, b2f(im.DeviceMajor != nil))
 	s.gauge(descIMEXConfigPresent, b2f(im.Config != nil))
+	if im.Config != nil && im.Config.Nodes != nil {
+		s.gauge(descIMEXConfigNodes, float64(*im.Config.Nodes))
+	}
 }

@@ -20,7 +20,8 @@ import (
 // firmware_revision, model, serial, state; collector/nvme_linux.go), so
 // the two join on device. The serial is one value per drive for the
 // drive's life, so it adds no series; it is what an RMA asks for.
-func collectStorage(n *topology.Node, gpus *gpuLabelSet, s *sink) {
+func collectStorage(state *State, gpus *gpuLabelSet, s *sink) {
+	n := state.Node
 	st := &n.Storage
 	for i := range st.NVMe {
 		nvmeMetrics(&st.NVMe[i], s)

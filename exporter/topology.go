@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -16,34 +17,37 @@ var errNoNode = errors.New("no discovery has succeeded yet")
 // storage collector's storage layer (collectStorage). It fails (without
 // output) before the first discovery.
 //
-// Its series are rendered once per State.Node (which the agent replaces,
-// never modifies) and the same metrics are sent at every scrape until the
-// node changes. Its runs never overlap (collector.busy), so the cache
-// needs no lock.
+// Its series are rendered once per State.Node and State.Placement (which
+// the agent replaces, never modifies) and the same metrics are sent at
+// every scrape until either changes. Its runs never overlap
+// (collector.busy), so the cache needs no lock.
 type discoveryCollector struct {
-	labels *gpuLabelCache
-	render func(n *topology.Node, gpus *gpuLabelSet, s *sink)
-	node   *topology.Node // the node ms and err were rendered from
-	ms     []prometheus.Metric
-	err    error
+	labels    *gpuLabelCache
+	render    func(st *State, gpus *gpuLabelSet, s *sink)
+	node      *topology.Node       // the node ms and err were rendered from
+	placement *placement.Placement // and the placement
+	ms        []prometheus.Metric
+	err       error
 }
 
 func (c *discoveryCollector) collect(_ context.Context, st *State, s *sink) error {
 	if st.Node == nil {
 		return errNoNode
 	}
-	if st.Node != c.node {
+	if st.Node != c.node || st.Placement != c.placement {
 		var fresh sink // NewConstMetric's, held as long as the node
-		c.render(st.Node, c.labels.get(st.Node), &fresh)
-		c.node, c.ms, c.err = st.Node, fresh.ms, errors.Join(fresh.errs...)
+		c.render(st, c.labels.get(st.Node), &fresh)
+		c.node, c.placement, c.ms, c.err = st.Node, st.Placement, fresh.ms, errors.Join(fresh.errs...)
 	}
 	s.ms = append(s.ms, c.ms...)
 	return c.err
 }
 
-// collectTopology renders n's pairing, its GPUs labelled from gpus, and
-// its NVLink domains and IMEX state (nvlinkFabricMetrics).
-func collectTopology(n *topology.Node, gpus *gpuLabelSet, s *sink) {
+// collectTopology renders the node's pairing, its GPUs labelled from
+// gpus, its NVLink domains and IMEX state (nvlinkFabricMetrics) and what
+// places it in the fleet (nodeMetrics).
+func collectTopology(st *State, gpus *gpuLabelSet, s *sink) {
+	n := st.Node
 	pairs := map[int]*topology.Pair{}
 	for i := range n.Pairs {
 		pairs[n.Pairs[i].GPU] = &n.Pairs[i]
@@ -68,4 +72,5 @@ func collectTopology(n *topology.Node, gpus *gpuLabelSet, s *sink) {
 	}
 	s.gauge(descTopologyAlign, b2f(aligned))
 	nvlinkFabricMetrics(n, s)
+	nodeMetrics(n, st.Placement, gpus.host, s)
 }

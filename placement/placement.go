@@ -62,9 +62,14 @@ type Placement struct {
 	// NVLinkDomain is OCI customerGpuMemoryFabric, present on GPU memory
 	// fabric shapes (GB200/GB300 NVL72); empty elsewhere.
 	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
-	// Source is the URL the placement was read from.
+	// Source is the URL the placement was read from, or SourceSite
+	// where the site supplied the tiers (the agent's
+	// --placement.switches).
 	Source string `json:"source"`
 }
+
+// SourceSite is Placement.Source for tiers the site supplied.
+const SourceSite = "site"
 
 // Options for Read. The zero value reads the real link-local service.
 type Options struct {

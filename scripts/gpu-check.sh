@@ -9,6 +9,7 @@
 #   6. storage: topo's NVMe list against /sys/class/nvme, the GDS view, cufile -f -
 #   7. NVLink fabric: NVML's fabric and platform answers as topo reads them,
 #      beside nvidia-smi's fabric.* query fields, and the IMEX view
+#   8. the fleet series of step 5's agent (docs/fleet.md): placement, layout
 # Every step prints PASS/FAIL/SKIP and its wall time. The script ends with a
 # summary and exits 1 if any step failed, 2 if it cannot run here. Details:
 # scripts/gpu-check.md.
@@ -1145,6 +1146,40 @@ step7() {
   step_end "$st" "$note"
 }
 
+# ---- step 8: the fleet series ----------------------------------------------------------
+# The agent of step 5 exported the node's place in the fleet (docs/fleet.md):
+# one gpuaffinity_node_placement_info whose hostname is topology.json's, whose
+# gpu_model is the model most GPUs report and whose clique is NVML's
+# <cluster_uuid>.<clique_id> (empty outside a multi-node NVLink domain), and
+# one gpuaffinity_node_layout_info with two 16-hex digests. --placement auto
+# asked the metadata service of the cloud DMI names (GCP, OCI) or nothing; its
+# log lines are shown.
+step8() {
+  step_begin 8 "fleet series: node_placement_info, node_layout_info, placement read"
+  local m=$OUT/step5-metrics.3.txt st=PASS note=""
+  if [[ ! -s $m ]]; then step_end SKIP "no /metrics scrape from step 5"; return; fi
+  local np nl place layout host="" model=""
+  np=$(grep -c '^gpuaffinity_node_placement_info{' "$m")
+  nl=$(grep -c '^gpuaffinity_node_layout_info{' "$m")
+  place=$(grep '^gpuaffinity_node_placement_info{' "$m" | head -n 1)
+  layout=$(grep '^gpuaffinity_node_layout_info{' "$m" | head -n 1)
+  echo "  | $place"
+  echo "  | $layout"
+  grep -E 'placement (not )?read' "$OUT/step5-agent.log" 2>/dev/null | head -n 3 | sed 's/^/  log: /'
+  if [[ -s $OUT/step5-topology.json ]]; then
+    host=$(grep -m1 -o '"hostname": *"[^"]*"' "$OUT/step5-topology.json" | sed 's/.*: *"//; s/"$//')
+  fi
+  if [[ -z $DEMO ]] && command -v nvidia-smi >/dev/null; then
+    model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | sort -rn | head -n 1 | sed 's/^ *[0-9]* //')
+  fi
+  ((np == 1 && nl == 1)) || { st=FAIL note="$np placement and $nl layout series, want 1 each"; }
+  [[ -z $host || $place == *"hostname=\"$host\""* ]] || { st=FAIL note="${note:+$note; }placement hostname is not topology.json's $host"; }
+  [[ -z $model || $place == *"gpu_model=\"$model\""* ]] || { st=FAIL note="${note:+$note; }gpu_model is not nvidia-smi's majority name $model"; }
+  [[ $layout =~ layout=\"[0-9a-f]{16}\" && $layout =~ firmware=\"[0-9a-f]{16}\" ]] || { st=FAIL note="${note:+$note; }layout/firmware are not 16-hex digests"; }
+  [[ $st == PASS ]] && note="one placement and one layout series; hostname ${host:-?}, gpu_model ${model:-(demo)}"
+  step_end "$st" "$note"
+}
+
 T_ALL=$(now_ms)
 step1
 step2
@@ -1153,6 +1188,7 @@ step4
 step5
 step6
 step7
+step8
 
 # ---- summary -------------------------------------------------------------------------
 printf '\n=== Summary (%s%s) ===\n' "$(hostname 2>/dev/null)" "${DEMO:+, demo $DEMO}"

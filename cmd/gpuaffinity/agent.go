@@ -19,13 +19,16 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/exporter"
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/placement"
 )
 
 func newAgentCmd(g *globals) *cobra.Command {
 	var nf nodeFlags
 	var (
 		stateDir, webConfig, profile, expectFile, nfdFile string
-		listen                                            []string
+		placementCloud, placementURL                      string
+		placementTimeout                                  time.Duration
+		listen, switches                                  []string
 		systemdSocket, nfdGFDClique                       bool
 		rescan, discoveryTimeout                          time.Duration
 		collectors                                        *exporter.CollectorFlags
@@ -86,13 +89,20 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			}
 			// gpuaffinity_build_info reads prometheus/common/version.
 			commonversion.Version, commonversion.Revision = version, revision
+			// A demo machine is not where it says it is: no metadata
+			// service to ask unless the flag says so.
+			if nf.demo != "" && !cmd.Flags().Changed("placement") {
+				placementCloud = agent.PlacementOff
+			}
 			a, err := agent.New(agent.Options{
 				Root: root, TopoFile: g.topoFile, Roles: nf.roles(),
 				StateDir: stateDir, NFDFile: nfdFile, NFDGFDClique: nfdGFDClique, Rescan: rescan, DiscoveryTimeout: discoveryTimeout,
 				Profile: prof, Expect: expect,
 				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
 				Collectors: collectors.Collectors(),
-				Version:    version, Logger: g.log,
+				Placement: agent.PlacementOptions{Cloud: placementCloud, BaseURL: placementURL, Timeout: placementTimeout,
+					Switches: splitList(switches)},
+				Version: version, Logger: g.log,
 			})
 			if err != nil {
 				return err
@@ -125,6 +135,10 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	f.StringVar(&profile, "profile", string(health.Pretrain), "health gate profile: pretrain, finetune or inference (as check)")
 	f.StringVar(&expectFile, "expect", "", "hold the node to expectations from this YAML file (check --learn)")
 	f.StringVar(&nfdFile, "nfd-file", "", "rewrite this Node Feature Discovery feature file after each health gate")
+	f.StringVar(&placementCloud, "placement", agent.PlacementAuto, "where to read the node's network placement with each discovery: auto (the GCP or OCI metadata service where DMI names that cloud, nothing elsewhere), gcp, oci or off")
+	f.StringVar(&placementURL, "placement.url", placement.DefaultBaseURL, "base URL of the cloud metadata service (a relay or a test server)")
+	f.DurationVar(&placementTimeout, "placement.timeout", placement.DefaultTimeout, "time one placement read may take")
+	listVar(f, &switches, "placement.switches", nil, "the site's names of the switches above this node, leaf first (comma-separated or repeated, at most 3); they replace the cloud's tiers")
 	f.BoolVar(&nfdGFDClique, "nfd-gfd-clique", false, "also write GPU Feature Discovery's nvidia.com/gpu.clique label in --nfd-file (off: GFD owns it where it runs)")
 	return cmd
 }

@@ -24,9 +24,19 @@ const agentBinary = "gpuaffinity-agent"
 // ...`, the same arguments, in this process's place: the binary beside
 // this one (installed together), else the first on PATH.
 func newAgentCmd(*globals) *cobra.Command {
+	return execAgentCmd("agent", "Run the daemon: state files, health gate, /metrics /healthz /readyz /health /topology")
+}
+
+// newFleetCmd runs `gpuaffinity fleet ...` the same way: its Prometheus
+// client is the full build's.
+func newFleetCmd(*globals) *cobra.Command {
+	return execAgentCmd("fleet", "The cluster's topology from every node's agent, through Prometheus: Slurm topology, node labels, consistency report")
+}
+
+func execAgentCmd(use, short string) *cobra.Command {
 	return &cobra.Command{
-		Use:                "agent",
-		Short:              "Run the daemon: state files, health gate, /metrics /healthz /readyz /health /topology (runs " + agentBinary + ")",
+		Use:                use,
+		Short:              short + " (runs " + agentBinary + ")",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := findAgent()

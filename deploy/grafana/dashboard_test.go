@@ -409,27 +409,72 @@ func skipString(s string, i int) (int, error) {
 }
 
 // nodeMatchers are the matchers every selector must carry, so each panel
-// shows the one node the variables choose.
-var nodeMatchers = []string{`job="$job"`, `instance="$instance"`}
+// shows the one node the variables choose; fleetMatchers those of the
+// Fleet row's panels, which show every node of the job.
+var (
+	nodeMatchers  = []string{`job="$job"`, `instance="$instance"`}
+	fleetMatchers = []string{`job="$job"`}
+)
 
-func hasNodeMatchers(matchers string) bool {
+// fleetRow is the row whose panels show the whole job, not one node.
+const fleetRow = "Fleet"
+
+// hasMatchers reports whether matchers holds each of want and no other
+// matcher on a label of want's (so a fleet selector cannot also pick an
+// instance, nor a node selector match a second job).
+func hasMatchers(matchers string, want []string) bool {
 	have := map[string]bool{}
+	labels := map[string]int{}
 	for _, m := range strings.Split(matchers, ",") {
-		have[strings.Join(strings.Fields(m), "")] = true
+		m = strings.Join(strings.Fields(m), "")
+		if m == "" {
+			continue
+		}
+		have[m] = true
+		labels[m[:strings.IndexAny(m+"=", "=!~")]]++
 	}
-	for _, m := range nodeMatchers {
+	for _, m := range want {
 		if !have[m] {
+			return false
+		}
+	}
+	for _, l := range []string{"job", "instance"} {
+		n := 0
+		for _, m := range want {
+			if strings.HasPrefix(m, l+"=") {
+				n++
+			}
+		}
+		if labels[l] != n {
 			return false
 		}
 	}
 	return true
 }
 
+// fleetPanels returns the titles of the panels of the Fleet row: those
+// after it and before the next row.
+func fleetPanels(ps []panel) map[string]bool {
+	out := map[string]bool{}
+	in := false
+	for _, p := range ps {
+		if p.Type == "row" {
+			in = p.Title == fleetRow
+			continue
+		}
+		if in {
+			out[p.Title] = true
+		}
+	}
+	return out
+}
+
 // The dashboard's structure: decoded strictly; a Prometheus datasource
 // variable and no data source uid anywhere else; job and node variables
 // from label_values; every panel titled (uniquely), on the grid without
 // overlaps, with the datasource variable and at least one target; every
-// query's selectors filtered by job and node and its variables defined.
+// query's selectors filtered by job and node (by job alone in the Fleet
+// row) and its variables defined.
 func TestDashboard(t *testing.T) {
 	d := load(t)
 	// 39 is DASHBOARD_SCHEMA_VERSION in Grafana 10's
@@ -491,7 +536,15 @@ func TestDashboard(t *testing.T) {
 	if len(ps) < 40 {
 		t.Errorf("%d panels, want at least 40 (the rows README.md describes)", len(ps))
 	}
+	fleet := fleetPanels(d.Panels)
+	if len(fleet) == 0 {
+		t.Errorf("no row %q with panels", fleetRow)
+	}
 	for _, p := range ps {
+		want := nodeMatchers
+		if fleet[p.Title] {
+			want = fleetMatchers
+		}
 		instant, known := panelTypes[p.Type]
 		if !known {
 			t.Errorf("panel %q: type %q not one of %v", p.Title, p.Type, panelTypes)
@@ -534,9 +587,12 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("panel %q target %s: %s reads no series", p.Title, tg.RefID, tg.Expr)
 			}
 			for _, s := range sels {
-				if !hasNodeMatchers(s.matchers) {
-					t.Errorf("panel %q target %s: %s{%s} lacks %v", p.Title, tg.RefID, s.name, s.matchers, nodeMatchers)
+				if !hasMatchers(s.matchers, want) {
+					t.Errorf("panel %q target %s: %s{%s}: want %v and no other job or instance matcher", p.Title, tg.RefID, s.name, s.matchers, want)
 				}
+			}
+			if fleet[p.Title] && strings.Contains(tg.Expr, "$instance") {
+				t.Errorf("panel %q target %s: a Fleet panel uses $instance: %s", p.Title, tg.RefID, tg.Expr)
 			}
 		}
 		checkOverrides(t, p)
@@ -632,6 +688,29 @@ func TestSelectors(t *testing.T) {
 	for _, expr := range []string{`sum(up)`, `{__name__="up"}`, `rate(a{}[5m]`, `a{b="c}`} {
 		if got, err := selectors(expr); err == nil {
 			t.Errorf("selectors(%s) = %v, want an error", expr, got)
+		}
+	}
+}
+
+// hasMatchers wants the job (and instance) matchers and refuses a second
+// matcher on either label.
+func TestHasMatchers(t *testing.T) {
+	for _, c := range []struct {
+		matchers string
+		want     []string
+		ok       bool
+	}{
+		{`job="$job", instance="$instance"`, nodeMatchers, true},
+		{` instance = "$instance" ,job="$job", gpu="2"`, nodeMatchers, true},
+		{`job="$job"`, nodeMatchers, false},
+		{`job="$job"`, fleetMatchers, true},
+		{`job="$job", clique!=""`, fleetMatchers, true},
+		{`job="$job", instance="$instance"`, fleetMatchers, false},
+		{`job="$job", instance=~".+"`, fleetMatchers, false},
+		{`job="$job", job!="x", instance="$instance"`, nodeMatchers, false},
+	} {
+		if got := hasMatchers(c.matchers, c.want); got != c.ok {
+			t.Errorf("hasMatchers(%s, %v) = %t, want %t", c.matchers, c.want, got, c.ok)
 		}
 	}
 }

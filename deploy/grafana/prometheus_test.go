@@ -21,8 +21,60 @@ import (
 const (
 	healthyDemo = "dgx-h100"
 	faultsDemo  = "dgx-h100-faults"
+	trayDemo    = "gb200-nvl72-tray"
 	job         = "gpuaffinity"
 )
+
+// fleetAgents are the agents Prometheus scrapes, by name and demo
+// machine. The node panels run on healthyDemo and faultsDemo; the Fleet
+// row's panels, which show the whole job, see all four: a second
+// dgx-h100 gives its model a strict majority (2 of 3) that the faulty
+// node's layout (GPU 7 lost, GPU 2 paired at NODE) differs from, and a
+// GB200 NVL72 tray brings an NVLink clique and an IMEX node list (18
+// nodes, 1 reporting).
+var fleetAgents = []struct{ name, demo string }{
+	{healthyDemo, healthyDemo},
+	{faultsDemo, faultsDemo},
+	{"dgx-h100-peer", healthyDemo},
+	{trayDemo, trayDemo},
+}
+
+// nodeDemos are the agents the node panels' queries run on, with the Node
+// variable set to each in turn.
+var nodeDemos = []string{healthyDemo, faultsDemo}
+
+// trayClique is the gb200-nvl72-tray fixture's NVLink clique:
+// "<cluster_uuid>.<clique_id>".
+const trayClique = "5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845.32766"
+
+// fleetWantValues are the Fleet row's values on fleetAgents; faults is
+// the faulty agent's address (its instance label).
+func fleetWantValues(faults string) []wantValue {
+	return []wantValue{
+		{"Nodes", "A", nil, 4},
+		{"Nodes with layout drift", "A", nil, 1},
+		{"Nodes with firmware drift", "A", nil, 0},
+		{"NVLink clique members missing", "A", nil, 17},
+		{"Fleet: placement", "A", map[string]string{"hostname": "gb200-r01-ct04", "clique": trayClique, "slot": "4", "tray": "3"}, 1},
+		// The one drifting node: the faulty one, against the 2 dgx-h100s.
+		{"Fleet: nodes whose layout differs from their peers", "A", map[string]string{"instance": faults, "model": "DGXH100"}, 2},
+		{"Fleet: layout variants per model", "A", map[string]string{"model": "GB200 NVL"}, 1},
+		{"Fleet: NIC firmware variants per model", "A", map[string]string{"model": "DGXH100"}, 3},
+		{"Fleet: NIC firmware variants per model", "A", map[string]string{"model": "GB200 NVL"}, 1},
+		{"NVLink cliques: members reporting vs IMEX list", "A", map[string]string{"clique": trayClique}, 1},
+		{"NVLink cliques: members reporting vs IMEX list", "B", map[string]string{"clique": trayClique}, 18},
+		{"NVLink cliques: members reporting vs IMEX list", "C", map[string]string{"clique": trayClique}, 17},
+	}
+}
+
+// wantEmpty are the panel targets that must return no data on
+// fleetAgents, and why: the demo machines' NICs all run their model's
+// one firmware, so the drift query, which lists only the nodes off their
+// model's strict majority, has nothing to list. Returning no data there
+// is what holds the query from flagging the majority itself.
+var wantEmpty = map[[2]string]string{
+	{"Fleet: nodes whose NIC firmware differs from their peers", "A"}: "every demo machine of a model has the same NIC firmware",
+}
 
 // Values the test gives Grafana's variables. Prometheus scrapes every
 // promtest.Interval (1 s), and Grafana's $__rate_interval is
@@ -105,10 +157,12 @@ var wantValues = map[string][]wantValue{
 }
 
 // The dashboard against a real Prometheus: the agent (the binary, built
-// here) runs on a healthy and a faulty demo machine, Prometheus scrapes
-// both every second, and every panel query, with the variables set to
-// each node in turn, parses and returns data; the job and node variables'
-// label_values queries list the job and both agents; every metric the
+// here) runs on the demo machines of fleetAgents, Prometheus scrapes them
+// every second, and every node panel query, with the variables set to
+// the healthy and the faulty node in turn, parses and returns data; the
+// Fleet row's queries, run once for the job, return data (or none, where
+// wantEmpty says why) and fleetWantValues; the job and node variables'
+// label_values queries list the job and every agent; every metric the
 // dashboard names exists; and the panels that count faults count those
 // of the fixtures (wantValues).
 func TestDashboardOnPrometheus(t *testing.T) {
@@ -118,22 +172,21 @@ func TestDashboardOnPrometheus(t *testing.T) {
 
 	// Prometheus first: it takes up to 5 s to start scraping (see
 	// promtest.Server.WaitScrapes), time the build and the agents' start use.
-	demos := []string{healthyDemo, faultsDemo}
 	addrs := map[string]string{}
 	var targets []string
-	for _, demo := range demos {
-		addrs[demo] = promtest.FreeAddr(t)
-		targets = append(targets, addrs[demo])
+	for _, f := range fleetAgents {
+		addrs[f.name] = promtest.FreeAddr(t)
+		targets = append(targets, addrs[f.name])
 	}
 	prom := promtest.Start(t, job, targets...)
 	bin := buildAgent(t)
 	t.Logf("built the agent in %s", time.Since(start).Round(time.Millisecond))
 	agents := map[string]*agentProc{}
-	for _, demo := range demos {
-		agents[demo] = startAgent(t, bin, demo, addrs[demo])
+	for _, f := range fleetAgents {
+		agents[f.name] = startAgent(t, bin, f.demo, addrs[f.name])
 	}
-	for demo, a := range agents {
-		a.waitDiscovered(t, demo)
+	for name, a := range agents {
+		a.waitDiscovered(t, name)
 	}
 	t.Logf("agents serving after %s", time.Since(start).Round(time.Millisecond))
 	// 4 scrapes, 1 s apart: a 4s rate window holds at least 3 samples from
@@ -147,17 +200,22 @@ func TestDashboardOnPrometheus(t *testing.T) {
 	checkMetricNames(t, d, prom)
 
 	ps := queryPanels(d.Panels)
+	fleet := fleetPanels(d.Panels)
 	byTitle := map[string]panel{}
 	for _, p := range ps {
 		byTitle[p.Title] = p
 	}
 	queries := 0
-	for demo, a := range agents {
+	for _, demo := range nodeDemos {
+		a := agents[demo]
 		vals := map[string]string{"job": job, "instance": a.addr}
 		for k, v := range grafanaValues {
 			vals[k] = v
 		}
 		for _, p := range ps {
+			if fleet[p.Title] {
+				continue
+			}
 			for _, tg := range p.Targets {
 				expr, err := substitute(tg.Expr, vals)
 				if err != nil {
@@ -193,7 +251,61 @@ func TestDashboardOnPrometheus(t *testing.T) {
 			checkValue(t, demo, w, got)
 		}
 	}
-	t.Logf("%d panel queries on 2 nodes checked after %s", queries, time.Since(start).Round(time.Millisecond))
+	queries += checkFleet(t, prom, at, ps, fleet, fleetWantValues(agents[faultsDemo].addr))
+	t.Logf("%d panel queries on %d nodes checked after %s", queries, len(fleetAgents), time.Since(start).Round(time.Millisecond))
+}
+
+// checkFleet runs the Fleet row's queries once, with no Node variable
+// (TestDashboard holds them to job alone): each must return data, or none
+// where wantEmpty says so, and want's values. It returns the number of
+// queries.
+func checkFleet(t *testing.T, prom *promtest.Server, at time.Time, ps []panel, fleet map[string]bool, want []wantValue) int {
+	t.Helper()
+	vals := map[string]string{"job": job}
+	for k, v := range grafanaValues {
+		vals[k] = v
+	}
+	results := map[[2]string][]promtest.Sample{}
+	queries := 0
+	for _, p := range ps {
+		if !fleet[p.Title] {
+			continue
+		}
+		for _, tg := range p.Targets {
+			key := [2]string{p.Title, tg.RefID}
+			expr, err := substitute(tg.Expr, vals)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			got, err := prom.QueryAt(expr, at)
+			queries++
+			_, empty := wantEmpty[key]
+			switch {
+			case err != nil:
+				t.Errorf("fleet: panel %q target %s: %v", p.Title, tg.RefID, err)
+			case empty && len(got) != 0:
+				t.Errorf("fleet: panel %q target %s: %v for %s, want no data (%s)", p.Title, tg.RefID, got, expr, wantEmpty[key])
+			case !empty && len(got) == 0:
+				t.Errorf("fleet: panel %q target %s: no data for %s", p.Title, tg.RefID, expr)
+			}
+			results[key] = got
+		}
+	}
+	for key := range wantEmpty {
+		if _, ok := results[key]; !ok {
+			t.Errorf("wantEmpty: no Fleet panel %q with target %s", key[0], key[1])
+		}
+	}
+	for _, w := range want {
+		got, ok := results[[2]string{w.panel, w.ref}]
+		if !ok {
+			t.Errorf("no Fleet panel %q with target %s", w.panel, w.ref)
+			continue
+		}
+		checkValue(t, "fleet", w, got)
+	}
+	return queries
 }
 
 // rateWindowFull returns a time at which every target's last

@@ -23,7 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/slurmtest"
 )
 
 // nodeName is the test cluster's one node. It is not this machine's host
@@ -196,42 +196,8 @@ func TestScriptsParse(t *testing.T) {
 // them and runs as root).
 func requireCluster(t *testing.T) map[string]string {
 	t.Helper()
-	tools := map[string]string{}
-	var missing []string
-	for _, name := range []string{"slurmctld", "slurmd", "scontrol", "sinfo", "sbatch", "scancel", "munged", "mungekey"} {
-		if p, err := lookPath(name); err == nil {
-			tools[name] = p
-		} else {
-			missing = append(missing, name)
-		}
-	}
-	why := ""
-	switch {
-	case len(missing) > 0:
-		why = strings.Join(missing, ", ") + " not installed (Debian/Ubuntu: apt-get install slurm-wlm munge)"
-	case os.Geteuid() != 0:
-		why = "not root: slurmd runs the prolog and the health check as root"
-	}
-	if why != "" {
-		if testenv.InCI() {
-			t.Fatalf("CI is set but the Slurm cluster cannot run: %s", why)
-		}
-		t.Skip(why)
-	}
-	return tools
-}
-
-func lookPath(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/local/sbin"} {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: not found in PATH, /usr/sbin, /sbin or /usr/local/sbin", name)
+	return slurmtest.Require(t, "slurmd runs the prolog and the health check as root",
+		"slurmctld", "slurmd", "scontrol", "sinfo", "sbatch", "scancel", "munged", "mungekey")
 }
 
 var (

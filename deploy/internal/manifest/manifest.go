@@ -20,7 +20,9 @@ import (
 	"github.com/go-logr/logr"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -90,6 +92,13 @@ func Decode(doc []byte) (metav1.Object, error) {
 		obj = &corev1.Service{}
 	case appsv1.SchemeGroupVersion.WithKind("DaemonSet"):
 		obj = &appsv1.DaemonSet{}
+	// The fleet labeller's (deploy/kubernetes/fleet).
+	case batchv1.SchemeGroupVersion.WithKind("CronJob"):
+		obj = &batchv1.CronJob{}
+	case rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):
+		obj = &rbacv1.ClusterRole{}
+	case rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):
+		obj = &rbacv1.ClusterRoleBinding{}
 	case monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind):
 		obj = &monitoringv1.ServiceMonitor{}
 	case monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind):

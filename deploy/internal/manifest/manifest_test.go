@@ -42,6 +42,9 @@ spec:
 		{"unknown kind", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n", "Deployment"},
 		{"unknown group", "apiVersion: monitoring.coreos.com/v1alpha1\nkind: ServiceMonitor\nmetadata: {name: x}\n", "v1alpha1"},
 		{"unknown ServiceMonitor field", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\nspec:\n  selector: {}\n  endpoints:\n    - port: metrics\n      intervall: 30s\n", "intervall"},
+		{"unknown ClusterRole rule field", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}\nrules:\n  - apiGroups: [\"\"]\n    resources: [nodes]\n    verb: [get]\n", "verb"},
+		{"unknown CronJob field", "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  schedule: \"*/15 * * * *\"\n  concurrency: Forbid\n", "concurrency"},
+		{"old rbac group", "apiVersion: rbac.authorization.k8s.io/v1beta1\nkind: ClusterRoleBinding\nmetadata: {name: x}\n", "v1beta1"},
 		{"unknown rule field", "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: x}\nspec:\n  groups:\n    - name: g\n      rules:\n        - alert: A\n          expr: up\n          severity: critical\n", "severity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,11 @@
+kubectl label node gb200-a1 --overwrite gpuaffinity.io/network.tier-0=ib-leaf-01 gpuaffinity.io/network.tier-1=ib-spine-01 nvidia.com/gpu.clique=5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845.32766
+kubectl label node gb200-a2 --overwrite gpuaffinity.io/network.tier-0=ib-leaf-01 gpuaffinity.io/network.tier-1=ib-spine-01 nvidia.com/gpu.clique=5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845.32766
+kubectl label node gb200-b1 --overwrite gpuaffinity.io/network.tier-0=ib-leaf-02 gpuaffinity.io/network.tier-1=ib-spine-01 nvidia.com/gpu.clique=7d2e9f41-03b6-4c5a-8e17-b94c2a6d0f13.1
+kubectl label node gb200-b2 --overwrite gpuaffinity.io/network.tier-0=ib-leaf-02 gpuaffinity.io/network.tier-1=ib-spine-01 nvidia.com/gpu.clique=7d2e9f41-03b6-4c5a-8e17-b94c2a6d0f13.1
+kubectl label node gcp-u1 --overwrite cloud.google.com/gce-topology-block=c1a2f3e4d5b6a7c8 cloud.google.com/gce-topology-host=0a1b2c3d4e5f6071 cloud.google.com/gce-topology-subblock=5b2e8d1f
+kubectl label node gcp-u2 --overwrite cloud.google.com/gce-topology-block=c1a2f3e4d5b6a7c8 cloud.google.com/gce-topology-host=1b2c3d4e5f607182 cloud.google.com/gce-topology-subblock=5b2e8d1f
+kubectl label node gcp-u3 --overwrite cloud.google.com/gce-topology-block=c1a2f3e4d5b6a7c8 cloud.google.com/gce-topology-host=2c3d4e5f60718293 cloud.google.com/gce-topology-subblock=9e4a7c20
+kubectl label node gcp-u4 --overwrite cloud.google.com/gce-topology-block=c1a2f3e4d5b6a7c8 cloud.google.com/gce-topology-host=3d4e5f60718293a4 cloud.google.com/gce-topology-subblock=9e4a7c20
+kubectl label node gcp-u5 --overwrite cloud.google.com/gce-topology-block=f0e1d2c3b4a59687 cloud.google.com/gce-topology-host=4e5f60718293a4b5 cloud.google.com/gce-topology-subblock=77aa11bb
+kubectl label node oci-h1 --overwrite oci.oraclecloud.com/rdma.host_id=ocid1.computebaremetalhost.oc1.iad.h1 oci.oraclecloud.com/rdma.hpc_island_id=ocid1.hpcisland.oc1.iad.isl1 oci.oraclecloud.com/rdma.local_block_id=ocid1.computelocalblock.oc1.iad.lb1 oci.oraclecloud.com/rdma.network_block_id=ocid1.computenetworkblock.oc1.iad.nb1
+kubectl label node oci-h2 --overwrite oci.oraclecloud.com/rdma.host_id=ocid1.computebaremetalhost.oc1.iad.h2 oci.oraclecloud.com/rdma.hpc_island_id=ocid1.hpcisland.oc1.iad.isl1 oci.oraclecloud.com/rdma.local_block_id=ocid1.computelocalblock.oc1.iad.lb2 oci.oraclecloud.com/rdma.network_block_id=ocid1.computenetworkblock.oc1.iad.nb1

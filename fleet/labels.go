@@ -1,0 +1,324 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Scheme is a set of Kubernetes node label keys the fleet's placement is
+// written in.
+type Scheme string
+
+const (
+	// SchemeCloud (the default, also the empty Scheme) uses the cloud's own
+	// keys where the cloud has them, so that pods already written for GKE
+	// or OKE affinity work unchanged, GPU Feature Discovery's key for the
+	// NVLink clique, and gpuaffinity.io keys for the rest:
+	//
+	//   - gcp: cloud.google.com/gce-topology-subblock = Tiers[0],
+	//     cloud.google.com/gce-topology-block = Tiers[1],
+	//     cloud.google.com/gce-topology-host = HostID (the keys GKE sets on
+	//     A3 Ultra and A4 nodes: cloud.google.com/ai-hypercomputer/docs/
+	//     workloads/schedule-gke-workloads-tas; topograph
+	//     docs/reference/node-labels.md, "Without Topograph").
+	//   - oci: oci.oraclecloud.com/rdma.local_block_id = Tiers[0],
+	//     rdma.network_block_id = Tiers[1], rdma.hpc_island_id = Tiers[2],
+	//     rdma.host_id = HostID (the keys OKE sets at bootstrap from
+	//     rdmaTopologyData: OguzPastirmaci/misc oke-topology-aware/README.md,
+	//     which also names local block tier 0, network block tier 1, HPC
+	//     island tier 2).
+	//   - any tier the cloud has no key for (bare metal and a site's own
+	//     switches, aws, azure, a GCP or OCI tier beyond those above):
+	//     gpuaffinity.io/network.tier-N, N numbered as topograph numbers
+	//     fabric tiers (0 = the switch closest to the node); a HostID
+	//     outside gcp and oci: gpuaffinity.io/host-id.
+	//   - Clique: nvidia.com/gpu.clique, "<ClusterUUID>.<CliqueID>", the
+	//     label and form GFD writes (NVIDIA/k8s-device-plugin
+	//     internal/lm/imex.go). Where GFD runs it writes the same value, so
+	//     the two agree.
+	//   - GPUMemoryFabric (OCI GB200): gpuaffinity.io/gpu-memory-fabric; no
+	//     OCI node label for it is documented.
+	//
+	// gpuaffinity.io/nvlink.clique is not written: the agent's NFD feature
+	// file writes it (health.NFDFeatures), and nfd-master owns the labels
+	// of its feature files, so a second writer would only race it.
+	SchemeCloud Scheme = "cloud"
+	// SchemeTopograph writes the labels NVIDIA topograph's Kubernetes
+	// engine writes (docs/reference/node-labels.md; pkg/engines/k8s/
+	// labeler.go; pkg/topology/topology.go): fabric.topograph.run/tier-N
+	// = Tiers[N], tier 0 the switch closest to the node (topograph's GCP
+	// provider puts the sub-block at tier 0, its OCI provider the local
+	// block, as Node.Tiers does), and accelerator.topograph.run/domain =
+	// Clique, or GPUMemoryFabric where the node has no clique (topograph's
+	// OCI provider's domain is GpuMemoryFabricId). HostID is not written:
+	// topograph has no host label.
+	SchemeTopograph Scheme = "topograph"
+)
+
+// Label keys, sources in the Scheme constants' comments.
+const (
+	keyGCPSubblock     = "cloud.google.com/gce-topology-subblock"
+	keyGCPBlock        = "cloud.google.com/gce-topology-block"
+	keyGCPHost         = "cloud.google.com/gce-topology-host"
+	keyOCILocalBlock   = "oci.oraclecloud.com/rdma.local_block_id"
+	keyOCINetworkBlock = "oci.oraclecloud.com/rdma.network_block_id"
+	keyOCIHPCIsland    = "oci.oraclecloud.com/rdma.hpc_island_id"
+	keyOCIHost         = "oci.oraclecloud.com/rdma.host_id"
+	keyGFDClique       = "nvidia.com/gpu.clique"
+	keyOwnTierPrefix   = "gpuaffinity.io/network.tier-"
+	keyOwnHost         = "gpuaffinity.io/host-id"
+	keyOwnMemFabric    = "gpuaffinity.io/gpu-memory-fabric"
+	keyTopographTier   = "fabric.topograph.run/tier-"
+	keyTopographDomain = "accelerator.topograph.run/domain"
+)
+
+// ParseScheme returns the Scheme s names: "cloud" (or ""), "topograph".
+func ParseScheme(s string) (Scheme, error) {
+	switch Scheme(s) {
+	case "", SchemeCloud:
+		return SchemeCloud, nil
+	case SchemeTopograph:
+		return SchemeTopograph, nil
+	}
+	return "", fmt.Errorf("label scheme %q: want cloud or topograph", s)
+}
+
+// Label is one Kubernetes node label.
+type Label struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Labels returns node n's placement labels in scheme s, sorted by key,
+// and warnings naming the node for what it could not label as given.
+// Empty values give no label. A value Kubernetes would refuse (over 63
+// characters, or anything but [A-Za-z0-9._-] with an alphanumeric at
+// both ends) is never passed through: it is replaced by LabelValue's
+// hash, so that nodes sharing a switch still share a value. Labels does
+// not check n.Name; the writers do.
+func Labels(n Node, s Scheme) ([]Label, []string) {
+	s, err := ParseScheme(string(s))
+	if err != nil {
+		return nil, []string{fmt.Sprintf("node %q: %v", n.Name, err)}
+	}
+	var ls []Label
+	var warns []string
+	add := func(key, value string) {
+		if value == "" {
+			return
+		}
+		v, ok := LabelValue(value)
+		if !ok && len(value) <= labelValueMax {
+			// Topograph hashes only values over 63 characters (long
+			// OCIDs are normal); a short value that is still invalid is
+			// hostile or broken, so it is worth a word.
+			warns = append(warns, fmt.Sprintf("node %q: %s value %.64q is not a valid label value; labeled %s",
+				n.Name, key, value, v))
+		}
+		ls = append(ls, Label{Key: key, Value: v})
+	}
+	switch s {
+	case SchemeTopograph:
+		for i, t := range n.Tiers {
+			add(keyTopographTier+strconv.Itoa(i), t)
+		}
+		if n.Clique != "" {
+			add(keyTopographDomain, n.Clique)
+		} else {
+			add(keyTopographDomain, n.GPUMemoryFabric)
+		}
+	default:
+		var tierKeys []string
+		hostKey := keyOwnHost
+		switch n.Cloud {
+		case "gcp":
+			tierKeys = []string{keyGCPSubblock, keyGCPBlock}
+			hostKey = keyGCPHost
+		case "oci":
+			tierKeys = []string{keyOCILocalBlock, keyOCINetworkBlock, keyOCIHPCIsland}
+			hostKey = keyOCIHost
+		}
+		for i, t := range n.Tiers {
+			key := keyOwnTierPrefix + strconv.Itoa(i)
+			if i < len(tierKeys) {
+				key = tierKeys[i]
+			}
+			add(key, t)
+		}
+		add(hostKey, n.HostID)
+		add(keyGFDClique, n.Clique)
+		add(keyOwnMemFabric, n.GPUMemoryFabric)
+	}
+	sort.Slice(ls, func(i, j int) bool { return ls[i].Key < ls[j].Key })
+	return ls, warns
+}
+
+// labelValueMax is the Kubernetes label value limit.
+const labelValueMax = 63
+
+// labelValueRE is a valid non-empty Kubernetes label value (labelValueFmt,
+// k8s.io/apimachinery pkg/api/validate/content/kube.go).
+var labelValueRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// LabelValue returns v as a Kubernetes label value and whether v was one
+// already. A value that is not (over 63 characters, or with characters
+// or ends Kubernetes refuses) becomes "x" and the lowercase hex of its
+// FNV-64a hash, the form NVIDIA topograph gives values over 63
+// characters (pkg/engines/k8s/labeler.go checkLabel;
+// docs/reference/node-labels.md, "Label value behavior"), so a long
+// switch name gets the value topograph would give it. Topograph passes a
+// short invalid value through, for the API server to refuse; LabelValue
+// hashes it too.
+func LabelValue(v string) (string, bool) {
+	if len(v) <= labelValueMax && labelValueRE.MatchString(v) {
+		return v, true
+	}
+	h := fnv.New64a()
+	h.Write([]byte(v))
+	return fmt.Sprintf("x%x", h.Sum64()), false
+}
+
+// nodeNameRE is a DNS-1123 subdomain, the form of a Kubernetes node name
+// (dns1123SubdomainFmt, k8s.io/apimachinery pkg/util/validation).
+var nodeNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// validNodeName reports whether name can be a Kubernetes node's name.
+func validNodeName(name string) bool {
+	return len(name) <= 253 && nodeNameRE.MatchString(name)
+}
+
+// nodeLabelSet is one node's labels, for the writers.
+type nodeLabelSet struct {
+	name   string
+	labels []Label
+}
+
+// labelSets returns the labels of the nodes the writers write, in the
+// order given, and the warnings: a node whose name is not a valid
+// Kubernetes node name is skipped (labeling it would fail or, quoted
+// wrongly, do something else), as is a second node of one name and a
+// node with no labels.
+func labelSets(nodes []Node, s Scheme) ([]nodeLabelSet, []string, error) {
+	s, err := ParseScheme(string(s))
+	if err != nil {
+		return nil, nil, err
+	}
+	var sets []nodeLabelSet
+	var warns []string
+	seen := make(map[string]bool)
+	for _, n := range nodes {
+		if !validNodeName(n.Name) {
+			warns = append(warns, fmt.Sprintf("node %q (target %q): not a valid Kubernetes node name; skipped", n.Name, n.Target))
+			continue
+		}
+		if seen[n.Name] {
+			warns = append(warns, fmt.Sprintf("node %q (target %q): a second node of this name; skipped", n.Name, n.Target))
+			continue
+		}
+		seen[n.Name] = true
+		ls, w := Labels(n, s)
+		warns = append(warns, w...)
+		if len(ls) == 0 {
+			warns = append(warns, fmt.Sprintf("node %q: no placement to label", n.Name))
+			continue
+		}
+		sets = append(sets, nodeLabelSet{name: n.Name, labels: ls})
+	}
+	return sets, warns, nil
+}
+
+// WriteKubectl writes one `kubectl label node NAME --overwrite K=V ...`
+// line per node with labels, every word shell-quoted where it is not
+// plainly safe, and returns the warnings. It fails only on an unknown
+// scheme or a failed write.
+func WriteKubectl(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
+	sets, warns, err := labelSets(nodes, s)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	for _, set := range sets {
+		b.WriteString("kubectl label node " + shellQuote(set.name) + " --overwrite")
+		for _, l := range set.labels {
+			b.WriteString(" " + shellQuote(l.Key+"="+l.Value))
+		}
+		b.WriteString("\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return warns, fmt.Errorf("writing kubectl label commands: %w", err)
+	}
+	return warns, nil
+}
+
+// shellQuote returns s as one POSIX shell word: s itself when it holds
+// only characters no shell treats specially, else s in single quotes,
+// each ' written as (close the quotes, an escaped ', reopen them):
+//
+//	'\''
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-/=:@+,", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// nodePatch is one entry of WriteJSON's patch list.
+type nodePatch struct {
+	Node   string            `json:"node"`
+	Labels map[string]string `json:"labels"`
+}
+
+// WriteJSON writes the nodes' labels as a JSON patch list,
+// [{"node": NAME, "labels": {KEY: VALUE, ...}}, ...], in the nodes'
+// order, and returns the warnings; each entry's labels are what
+// MergePatch makes a node's patch of. It fails only on an unknown scheme
+// or a failed write.
+func WriteJSON(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
+	sets, warns, err := labelSets(nodes, s)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]nodePatch, 0, len(sets))
+	for _, set := range sets {
+		p := nodePatch{Node: set.name, Labels: make(map[string]string, len(set.labels))}
+		for _, l := range set.labels {
+			p.Labels[l.Key] = l.Value
+		}
+		list = append(list, p)
+	}
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return warns, fmt.Errorf("encoding label patch list: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return warns, fmt.Errorf("writing label patch list: %w", err)
+	}
+	return warns, nil
+}
+
+// MergePatch returns the body of a Kubernetes JSON merge patch
+// (Content-Type application/merge-patch+json) that sets labels on a node,
+// {"metadata":{"labels":{KEY:VALUE,...}}}, keys sorted. It leaves the
+// node's other labels alone.
+func MergePatch(labels []Label) []byte {
+	m := make(map[string]string, len(labels))
+	for _, l := range labels {
+		m[l.Key] = l.Value
+	}
+	// A map of strings always encodes (invalid UTF-8 becomes U+FFFD).
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": m}})
+	return b
+}
