@@ -159,6 +159,61 @@ func Labels(n Node, s Scheme) ([]Label, []string) {
 	return ls, warns
 }
 
+// maxLabelTiers is how many tiers a node carries (placement_info's
+// tier0 to tier2), so how many tier keys a scheme owns.
+const maxLabelTiers = 3
+
+// ownedKeys are the keys Labels can give a node of n's cloud in scheme s:
+// the ones `labels --apply` owns on that node.
+func ownedKeys(n Node, s Scheme) []string {
+	var keys []string
+	if s == SchemeTopograph {
+		for i := range maxLabelTiers {
+			keys = append(keys, keyTopographTier+strconv.Itoa(i))
+		}
+		return append(keys, keyTopographDomain)
+	}
+	var tierKeys []string
+	hostKey := keyOwnHost
+	switch n.Cloud {
+	case "gcp":
+		tierKeys, hostKey = []string{keyGCPSubblock, keyGCPBlock}, keyGCPHost
+	case "oci":
+		tierKeys, hostKey = []string{keyOCILocalBlock, keyOCINetworkBlock, keyOCIHPCIsland}, keyOCIHost
+	}
+	for i := range maxLabelTiers {
+		if i < len(tierKeys) {
+			keys = append(keys, tierKeys[i])
+		} else {
+			keys = append(keys, keyOwnTierPrefix+strconv.Itoa(i))
+		}
+	}
+	return append(keys, hostKey, keyGFDClique, keyOwnMemFabric)
+}
+
+// Removals are the keys scheme s owns on node n that its labels ls do not
+// set, sorted: labels an earlier run set that no longer hold (a tray out
+// of its NVLink domain keeps no clique label; a host the cloud no longer
+// names keeps no host label). MergePatch deletes them.
+func Removals(n Node, s Scheme, ls []Label) []string {
+	s, err := ParseScheme(string(s))
+	if err != nil {
+		return nil
+	}
+	set := make(map[string]bool, len(ls))
+	for _, l := range ls {
+		set[l.Key] = true
+	}
+	var out []string
+	for _, k := range ownedKeys(n, s) {
+		if !set[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // labelValueMax is the Kubernetes label value limit.
 const labelValueMax = 63
 
@@ -197,6 +252,7 @@ func validNodeName(name string) bool {
 type nodeLabelSet struct {
 	name   string
 	labels []Label
+	remove []string // Removals
 }
 
 // labelSets returns the labels of the nodes the writers write, in the
@@ -226,16 +282,18 @@ func labelSets(nodes []Node, s Scheme) ([]nodeLabelSet, []string, error) {
 		warns = append(warns, w...)
 		if len(ls) == 0 {
 			warns = append(warns, fmt.Sprintf("node %q: no placement to label", n.Name))
-			continue
 		}
-		sets = append(sets, nodeLabelSet{name: n.Name, labels: ls})
+		sets = append(sets, nodeLabelSet{name: n.Name, labels: ls, remove: Removals(n, s, ls)})
 	}
 	return sets, warns, nil
 }
 
 // WriteKubectl writes one `kubectl label node NAME --overwrite K=V ...`
 // line per node with labels, every word shell-quoted where it is not
-// plainly safe, and returns the warnings. It fails only on an unknown
+// plainly safe, and returns the warnings. The commands only set labels:
+// removing stale ones (Removals) is for WriteJSON's list and `labels
+// --apply`, since kubectl reports every absent label it is asked to
+// remove. It fails only on an unknown
 // scheme or a failed write.
 func WriteKubectl(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
 	sets, warns, err := labelSets(nodes, s)
@@ -244,6 +302,9 @@ func WriteKubectl(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
 	}
 	var b strings.Builder
 	for _, set := range sets {
+		if len(set.labels) == 0 {
+			continue
+		}
 		b.WriteString("kubectl label node " + shellQuote(set.name) + " --overwrite")
 		for _, l := range set.labels {
 			b.WriteString(" " + shellQuote(l.Key+"="+l.Value))
@@ -275,29 +336,47 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// nodePatch is one entry of WriteJSON's patch list.
-type nodePatch struct {
+// Patch is one node's label change: an entry of WriteJSON's list, and
+// what `labels --apply` sends (Body).
+type Patch struct {
 	Node   string            `json:"node"`
 	Labels map[string]string `json:"labels"`
+	// Remove are the keys the scheme owns that the node no longer has
+	// (Removals).
+	Remove []string `json:"remove,omitempty"`
+	labels []Label
 }
 
-// WriteJSON writes the nodes' labels as a JSON patch list,
-// [{"node": NAME, "labels": {KEY: VALUE, ...}}, ...], in the nodes'
-// order, and returns the warnings; each entry's labels are what
-// MergePatch makes a node's patch of. It fails only on an unknown scheme
-// or a failed write.
-func WriteJSON(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
+// Body is the patch's JSON merge patch (MergePatch).
+func (p Patch) Body() []byte { return MergePatch(p.labels, p.Remove...) }
+
+// Patches returns the label change of every node the writers write, in
+// the nodes' order (labelSets: a name Kubernetes cannot take and a second
+// node of one name are left out, with a warning), and the warnings. It
+// fails only on an unknown scheme.
+func Patches(nodes []Node, s Scheme) ([]Patch, []string, error) {
 	sets, warns, err := labelSets(nodes, s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	list := make([]nodePatch, 0, len(sets))
+	list := make([]Patch, 0, len(sets))
 	for _, set := range sets {
-		p := nodePatch{Node: set.name, Labels: make(map[string]string, len(set.labels))}
+		p := Patch{Node: set.name, Labels: make(map[string]string, len(set.labels)), Remove: set.remove, labels: set.labels}
 		for _, l := range set.labels {
 			p.Labels[l.Key] = l.Value
 		}
 		list = append(list, p)
+	}
+	return list, warns, nil
+}
+
+// WriteJSON writes Patches as a JSON list, [{"node": NAME, "labels":
+// {KEY: VALUE, ...}, "remove": [KEY, ...]}, ...], and returns the
+// warnings. It fails only on an unknown scheme or a failed write.
+func WriteJSON(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
+	list, warns, err := Patches(nodes, s)
+	if err != nil {
+		return nil, err
 	}
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {
@@ -310,15 +389,20 @@ func WriteJSON(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
 }
 
 // MergePatch returns the body of a Kubernetes JSON merge patch
-// (Content-Type application/merge-patch+json) that sets labels on a node,
-// {"metadata":{"labels":{KEY:VALUE,...}}}, keys sorted. It leaves the
-// node's other labels alone.
-func MergePatch(labels []Label) []byte {
-	m := make(map[string]string, len(labels))
+// (Content-Type application/merge-patch+json) that sets labels on a node
+// and deletes the labels remove names (RFC 7386: a null member deletes),
+// {"metadata":{"labels":{KEY:VALUE,...,GONE:null}}}, keys sorted. It
+// leaves the node's other labels alone.
+func MergePatch(labels []Label, remove ...string) []byte {
+	m := make(map[string]any, len(labels)+len(remove))
+	for _, k := range remove {
+		m[k] = nil
+	}
 	for _, l := range labels {
 		m[l.Key] = l.Value
 	}
-	// A map of strings always encodes (invalid UTF-8 becomes U+FFFD).
+	// A map of strings and nils always encodes (invalid UTF-8 becomes
+	// U+FFFD).
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": m}})
 	return b
 }

@@ -396,7 +396,12 @@ func TestWriteJSON(t *testing.T) {
       "cloud.google.com/gce-topology-block": "blk-2",
       "cloud.google.com/gce-topology-host": "host-9",
       "cloud.google.com/gce-topology-subblock": "sb-7"
-    }
+    },
+    "remove": [
+      "gpuaffinity.io/gpu-memory-fabric",
+      "gpuaffinity.io/network.tier-2",
+      "nvidia.com/gpu.clique"
+    ]
   },
   {
     "node": "gb200-01.rack1",
@@ -404,7 +409,24 @@ func TestWriteJSON(t *testing.T) {
       "gpuaffinity.io/network.tier-0": "` + hashAB + `",
       "gpuaffinity.io/network.tier-1": "spine",
       "nvidia.com/gpu.clique": "uuid.32766"
-    }
+    },
+    "remove": [
+      "gpuaffinity.io/gpu-memory-fabric",
+      "gpuaffinity.io/host-id",
+      "gpuaffinity.io/network.tier-2"
+    ]
+  },
+  {
+    "node": "empty-1",
+    "labels": {},
+    "remove": [
+      "gpuaffinity.io/gpu-memory-fabric",
+      "gpuaffinity.io/host-id",
+      "gpuaffinity.io/network.tier-0",
+      "gpuaffinity.io/network.tier-1",
+      "gpuaffinity.io/network.tier-2",
+      "nvidia.com/gpu.clique"
+    ]
   }
 ]
 `
@@ -429,7 +451,11 @@ func TestWriteJSON(t *testing.T) {
     "labels": {
       "accelerator.topograph.run/domain": "fab-5",
       "fabric.topograph.run/tier-0": "lb-1"
-    }
+    },
+    "remove": [
+      "fabric.topograph.run/tier-1",
+      "fabric.topograph.run/tier-2"
+    ]
   }
 ]
 `
@@ -488,3 +514,37 @@ func TestMergePatch(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// Removals and MergePatch together: a tray that left its NVLink domain
+// and lost its leaf name keeps only its spine; the patch sets the spine
+// and deletes (JSON null, RFC 7386) every other key the scheme owns on a
+// bare-metal node. Expectations written from ownedKeys' rules: cloud
+// scheme on bare metal owns gpuaffinity.io/network.tier-0..2,
+// gpuaffinity.io/host-id, nvidia.com/gpu.clique and
+// gpuaffinity.io/gpu-memory-fabric; on OCI the rdma.* keys instead of
+// tiers 0-2 and the host id.
+func TestRemovals(t *testing.T) {
+	n := Node{Name: "t1", Cloud: "baremetal", Tiers: []string{"spine"}}
+	ls, _ := Labels(n, SchemeCloud)
+	rm := Removals(n, SchemeCloud, ls)
+	want := []string{"gpuaffinity.io/gpu-memory-fabric", "gpuaffinity.io/host-id", "gpuaffinity.io/network.tier-1",
+		"gpuaffinity.io/network.tier-2", "nvidia.com/gpu.clique"}
+	if !slices.Equal(rm, want) {
+		t.Errorf("Removals = %q, want %q", rm, want)
+	}
+	got := string(MergePatch(ls, rm...))
+	wantPatch := `{"metadata":{"labels":{"gpuaffinity.io/gpu-memory-fabric":null,"gpuaffinity.io/host-id":null,` +
+		`"gpuaffinity.io/network.tier-0":"spine","gpuaffinity.io/network.tier-1":null,"gpuaffinity.io/network.tier-2":null,` +
+		`"nvidia.com/gpu.clique":null}}}`
+	if got != wantPatch {
+		t.Errorf("MergePatch = %s\nwant          %s", got, wantPatch)
+	}
+	oci := Node{Name: "o1", Cloud: "oci", Tiers: []string{"lb", "nb", "isl"}, HostID: "h"}
+	ls, _ = Labels(oci, SchemeCloud)
+	if rm := Removals(oci, SchemeCloud, ls); !slices.Equal(rm, []string{"gpuaffinity.io/gpu-memory-fabric", "nvidia.com/gpu.clique"}) {
+		t.Errorf("OCI Removals = %q", rm)
+	}
+	if rm := Removals(oci, "gke", nil); rm != nil {
+		t.Errorf("Removals(unknown scheme) = %q, want none", rm)
+	}
+}

@@ -22,9 +22,14 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 )
 
-// fleetExitDrift is report's exit status when a node drifts, a clique
-// misses a member or a group has no majority.
-const fleetExitDrift = 1
+// report's exit statuses, as check's: 1 when a node drifts, a clique
+// misses a member or a group has no majority; 2 when the fleet could not
+// be read (Prometheus unreachable, no agent series), so that a caller
+// never takes "could not check" for "drifted", or for consistent.
+const (
+	fleetExitDrift      = 1
+	fleetExitCannotRead = 2
+)
 
 // fleetFlags are the flags every fleet subcommand shares: which
 // Prometheus to ask and how to name the nodes.
@@ -212,7 +217,9 @@ oci.oraclecloud.com/rdma.*), nvidia.com/gpu.clique, gpuaffinity.io/network.tier-
 elsewhere; with --scheme topograph NVIDIA topograph's keys. It prints kubectl
 commands (-o kubectl) or a JSON patch list (-o json); --apply patches the nodes
 through the Kubernetes API instead (in a pod: its service account, which needs
-patch on nodes; docs/fleet.md).`,
+patch on nodes; docs/fleet.md). The scheme owns its keys: --apply also deletes
+those a node no longer has (-o json lists them as "remove"); the kubectl
+commands only set labels.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := fleet.ParseScheme(scheme)
@@ -257,25 +264,25 @@ func applyLabels(cmd *cobra.Command, nodes []fleet.Node, s fleet.Scheme) error {
 	if err != nil {
 		return fmt.Errorf("labels --apply: %w", err)
 	}
+	patches, warnings, err := fleet.Patches(nodes, s)
+	warn(cmd, warnings)
+	if err != nil {
+		return fmt.Errorf("labels --apply: %w", err)
+	}
 	failed := 0
-	for _, n := range nodes {
-		labels, warnings := fleet.Labels(n, s)
-		warn(cmd, warnings)
-		if len(labels) == 0 {
-			continue
-		}
+	for _, p := range patches {
 		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-		err := c.PatchNode(ctx, n.Name, fleet.MergePatch(labels))
+		err := c.PatchNode(ctx, p.Node, p.Body())
 		cancel()
 		if err != nil {
 			failed++
 			warn(cmd, []string{err.Error()})
 			continue
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "labelled node %s: %d labels\n", n.Name, len(labels))
+		fmt.Fprintf(cmd.OutOrStdout(), "labelled node %s: %d labels set, %d cleared\n", p.Node, len(p.Labels), len(p.Remove))
 	}
 	if failed > 0 {
-		return fmt.Errorf("labels --apply: %d of %d nodes not labelled", failed, len(nodes))
+		return fmt.Errorf("labels --apply: %d of %d nodes not labelled", failed, len(patches))
 	}
 	return nil
 }
@@ -289,7 +296,8 @@ func newFleetReportCmd(f *fleetFlags) *cobra.Command {
 layout (GPUs, GPU↔NIC pairs, NIC roles and fabrics) or NIC firmware differs
 from what a strict majority of its group has, with each fact that differs; and
 every NVLink clique with fewer nodes reporting than its IMEX node list holds.
-Exit status 1 when it finds any, or a group has no majority.`,
+Exit status 1 when it finds any, or a group has no majority; 2 when the fleet
+could not be read (Prometheus unreachable, no agent series).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
@@ -297,7 +305,7 @@ Exit status 1 when it finds any, or a group has no majority.`,
 			}
 			nodes, err := f.read(cmd)
 			if err != nil {
-				return err
+				return exitError{code: fleetExitCannotRead, err: err}
 			}
 			rep := fleet.Consistency(nodes)
 			var buf bytes.Buffer

@@ -419,3 +419,13 @@ func checkTreeInSlurm(t *testing.T, tree string, fx fleetFixture) {
 		}
 	}
 }
+
+// A report that cannot read the fleet exits 2, never 1 (drifted) or 0:
+// an unreachable Prometheus is "could not check".
+func TestFleetReportUnreachable(t *testing.T) {
+	_, _, err := runErr(t, "fleet", "report", "--prometheus", "http://127.0.0.1:1", "--timeout", "2s")
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != fleetExitCannotRead || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("report against nothing: %v, want exit %d naming the server", err, fleetExitCannotRead)
+	}
+}
