@@ -90,9 +90,11 @@ type Options struct {
 // with each discovery round, never at scrape time.
 type PlacementOptions struct {
 	// Cloud is the metadata service to ask: PlacementAuto asks the one of
-	// the cloud DMI names where that cloud has a node-local source (GCP,
-	// OCI) and nothing elsewhere; platform.GCP or platform.OCI ask that
-	// one; "" or PlacementOff asks none.
+	// the cloud DMI names where that cloud has a node-local source (GCP
+	// and OCI for the placement, GCP and Azure for the VM's type, which
+	// their DMI does not name) and nothing elsewhere; platform.GCP,
+	// platform.OCI or platform.Azure ask that one; "" or PlacementOff asks
+	// none.
 	Cloud string
 	// BaseURL and Timeout are placement.Options'; zero means the
 	// link-local service and placement.DefaultTimeout.
@@ -141,6 +143,9 @@ type Agent struct {
 	// placementLast is the last placement the cloud's metadata service
 	// gave, kept through a failed read; round's goroutine only.
 	placementLast *placement.Placement
+	// instanceTypeRead and instanceTypeErr are the VM type the metadata
+	// service gave and the last error reading it; round's goroutine only.
+	instanceTypeRead, instanceTypeErr string
 }
 
 // New checks opts, prepares the state directory (stale temporary files

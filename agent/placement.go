@@ -16,9 +16,9 @@ const maxSwitches = 3
 
 func (o PlacementOptions) validate() error {
 	switch o.Cloud {
-	case "", PlacementOff, PlacementAuto, platform.GCP, platform.OCI:
+	case "", PlacementOff, PlacementAuto, platform.GCP, platform.OCI, platform.Azure:
 	default:
-		return fmt.Errorf("placement source %q: want %s, %s, %s or %s", o.Cloud, PlacementAuto, PlacementOff, platform.GCP, platform.OCI)
+		return fmt.Errorf("placement source %q: want %s, %s, %s, %s or %s", o.Cloud, PlacementAuto, PlacementOff, platform.GCP, platform.OCI, platform.Azure)
 	}
 	if len(o.Switches) > maxSwitches {
 		return fmt.Errorf("placement switches %q: at most %d (tier 0 to tier %d)", o.Switches, maxSwitches, maxSwitches-1)
@@ -53,7 +53,7 @@ func (a *Agent) readPlacement(ctx context.Context, n topology.Node) *placement.P
 	}
 	var pl *placement.Placement
 	switch cloud {
-	case platform.GCP, platform.OCI:
+	case platform.GCP, platform.OCI: // Azure has no placement, only an instance type
 		p, err := placement.Read(ctx, cloud, placement.Options{BaseURL: o.BaseURL, Timeout: o.Timeout})
 		if err != nil {
 			if last := a.placementLast; last != nil && last.Cloud == cloud {
@@ -72,12 +72,46 @@ func (a *Agent) readPlacement(ctx context.Context, n topology.Node) *placement.P
 			a.placementLast = pl
 		}
 	}
+	if it := a.instanceType(ctx, n, cloud); it != "" {
+		p := placement.Placement{Cloud: cloud}
+		if pl != nil {
+			p = *pl // a copy: pl may be placementLast
+		}
+		p.InstanceType = it
+		pl = &p
+	}
 	if len(o.Switches) == 0 {
 		return pl
 	}
 	site := placement.Placement{Cloud: string(n.Platform.Cloud), Tiers: slices.Clone(o.Switches), Source: placement.SourceSite}
 	if pl != nil {
-		site.Host, site.NVLinkDomain = pl.Host, pl.NVLinkDomain
+		site.Host, site.NVLinkDomain, site.InstanceType = pl.Host, pl.NVLinkDomain, pl.InstanceType
 	}
 	return &site
+}
+
+// instanceType is the VM's machine type or size from the metadata
+// service, on the clouds whose DMI names only the hypervisor (GCP,
+// Azure: placement.ReadInstanceType), so that the fleet compares a VM
+// with VMs of its own type; "" where DMI names the type, elsewhere, or
+// while the service does not answer (logged once per error). A VM keeps
+// its type for life: once read, it is not asked again.
+func (a *Agent) instanceType(ctx context.Context, n topology.Node, cloud string) string {
+	if n.Platform.InstanceType != "" || (cloud != platform.GCP && cloud != platform.Azure) {
+		return ""
+	}
+	if a.instanceTypeRead != "" {
+		return a.instanceTypeRead
+	}
+	o := a.opts.Placement
+	it, err := placement.ReadInstanceType(ctx, cloud, placement.Options{BaseURL: o.BaseURL, Timeout: o.Timeout})
+	if err != nil {
+		if msg := err.Error(); msg != a.instanceTypeErr {
+			a.instanceTypeErr = msg
+			a.log.Warn("instance type not read: the fleet groups this VM by DMI's product name", "cloud", cloud, "err", err)
+		}
+		return ""
+	}
+	a.instanceTypeErr, a.instanceTypeRead = "", it
+	return it
 }

@@ -110,3 +110,74 @@ func TestPlacementOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// On GCP and Azure, whose DMI names only the hypervisor, the VM's type
+// comes from the metadata service, once: it joins the placement (GCP) or
+// makes one of its own (Azure, which has no placement); a failed read is
+// logged once and retried; where DMI names the type nothing is asked.
+func TestReadInstanceTypeOnce(t *testing.T) {
+	var typeHits atomic.Int32
+	var fail atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.RequestURI() == placement.AzureVMSizePath && r.Header.Get("Metadata") == "true":
+			typeHits.Add(1)
+			if fail.Load() {
+				http.Error(w, "busy", http.StatusTooManyRequests)
+				return
+			}
+			io.WriteString(w, "Standard_ND96isr_H100_v5")
+		case r.URL.Path == placement.GCPMachineTypePath:
+			typeHits.Add(1)
+			io.WriteString(w, "projects/42/machineTypes/a3-megagpu-8g")
+		case r.URL.Path == placement.GCPPhysicalHostPath:
+			io.WriteString(w, "/b/s/h")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	var logs bytes.Buffer
+	a := &Agent{opts: Options{Placement: PlacementOptions{Cloud: PlacementAuto, BaseURL: srv.URL}}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx := context.Background()
+
+	azure := topology.Node{Platform: topology.Platform{Cloud: "azure", ProductName: "Virtual Machine"}}
+	fail.Store(true)
+	for range 2 {
+		if got := a.readPlacement(ctx, azure); got != nil {
+			t.Errorf("azure, IMDS failing: %+v, want none", got)
+		}
+	}
+	if n := strings.Count(logs.String(), "instance type not read"); n != 1 {
+		t.Errorf("%d \"instance type not read\" logs over 2 failed rounds, want 1:\n%s", n, logs.String())
+	}
+	fail.Store(false)
+	for range 2 {
+		got := a.readPlacement(ctx, azure)
+		if got == nil || got.InstanceType != "Standard_ND96isr_H100_v5" || len(got.Tiers) != 0 || got.Cloud != "azure" {
+			t.Errorf("azure: %+v, want instance type Standard_ND96isr_H100_v5 and no tiers", got)
+		}
+	}
+	if n := typeHits.Load(); n != 3 {
+		t.Errorf("vmSize asked %d times, want 3 (two failures, then once)", n)
+	}
+
+	g := &Agent{opts: a.opts, log: a.log}
+	gcp := topology.Node{Platform: topology.Platform{Cloud: "gcp", ProductName: "Google Compute Engine"}}
+	got := g.readPlacement(ctx, gcp)
+	if got == nil || got.InstanceType != "a3-megagpu-8g" || !slices.Equal(got.Tiers, []string{"s", "b"}) {
+		t.Errorf("gcp: %+v, want machine type a3-megagpu-8g with tiers [s b]", got)
+	}
+	if g.placementLast.InstanceType != "" {
+		t.Errorf("the kept placement was changed in place: %+v", g.placementLast)
+	}
+
+	before := typeHits.Load()
+	aws := topology.Node{Platform: topology.Platform{Cloud: "aws", InstanceType: "p5.48xlarge"}}
+	if got := (&Agent{opts: a.opts, log: a.log}).readPlacement(ctx, aws); got != nil {
+		t.Errorf("aws: %+v, want none", got)
+	}
+	if typeHits.Load() != before {
+		t.Error("asked a metadata service for the type of an instance DMI names")
+	}
+}

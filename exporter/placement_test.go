@@ -10,8 +10,9 @@ import (
 
 // The fleet series of a GB200 NVL72 compute tray (gb200-nvl72-tray: the
 // fixture's rack position, NVLink domain and 18-node IMEX list) with the
-// site's switches, of a GCP VM with its metadata placement, and of a
-// node with none: each label as docs/metrics.md describes it, written
+// site's switches, of a GCP VM with its metadata placement and machine
+// type (its DMI names only "Google Compute Engine"), and of a node with
+// none: each label as docs/metrics.md describes it, written
 // from the fixtures' specs.
 func TestNodePlacementSeries(t *testing.T) {
 	for _, tc := range []struct {
@@ -34,9 +35,9 @@ func TestNodePlacementSeries(t *testing.T) {
 		{
 			machine: "gcp-a3-ultragpu",
 			pl: &placement.Placement{Cloud: "gcp", Tiers: []string{"5b2e8d1f", "c1a2f3e4d5b6a7c8"}, Block: "c1a2f3e4d5b6a7c8", SubBlock: "5b2e8d1f",
-				Host: "0a1b2c3d4e5f6071", Source: "http://169.254.169.254" + placement.GCPPhysicalHostPath},
+				Host: "0a1b2c3d4e5f6071", InstanceType: "a3-ultragpu-8g", Source: "http://169.254.169.254" + placement.GCPPhysicalHostPath},
 			want: map[string]string{
-				"hostname": "a3ultra-0", "model": "Google Compute Engine", "gpu_model": "NVIDIA H200", "cloud": "gcp",
+				"hostname": "a3ultra-0", "model": "a3-ultragpu-8g", "gpu_model": "NVIDIA H200", "cloud": "gcp",
 				"tier0": "5b2e8d1f", "tier1": "c1a2f3e4d5b6a7c8", "tier2": "", "host_id": "0a1b2c3d4e5f6071",
 				"clique": "", "gpu_memory_fabric": "", "chassis_serial": "", "slot": "", "tray": "", "source": "gcp-metadata",
 			},

@@ -21,7 +21,7 @@ func Describe(n *topology.Node, pl *placement.Placement, name string) Node {
 	layout, firmware := NodeFacts(n)
 	out := Node{
 		Name:     name,
-		Model:    cmp.Or(n.Platform.InstanceType, n.Platform.ProductName),
+		Model:    cmp.Or(n.Platform.InstanceType, instanceType(pl), n.Platform.ProductName),
 		GPUModel: gpuModel(n),
 		Cloud:    string(n.Platform.Cloud),
 		Clique:   health.NVLinkClique(*n),
@@ -39,6 +39,15 @@ func Describe(n *topology.Node, pl *placement.Placement, name string) Node {
 		out.GPUMemoryFabric = pl.NVLinkDomain
 	}
 	return out
+}
+
+// instanceType is the VM type the agent read from the metadata service
+// (GCP, Azure, whose DMI names only the hypervisor).
+func instanceType(pl *placement.Placement) string {
+	if pl == nil {
+		return ""
+	}
+	return pl.InstanceType
 }
 
 // gpuModel is the model name most of n's GPUs report (the first such in

@@ -9,7 +9,8 @@ type Node struct {
 	// the node's other series are joined on.
 	Target string `json:"target"`
 	// Model is the system model: the cloud instance type or shape where
-	// DMI names one, else DMI's product name.
+	// DMI names one (AWS, OCI), else the VM's type from the metadata
+	// service (GCP machine type, Azure VM size), else DMI's product name.
 	Model string `json:"model"`
 	// GPUModel is the model name most of the node's GPUs report.
 	GPUModel string `json:"gpu_model"`

@@ -29,6 +29,10 @@
 //     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/how-ec2-instance-topology-works.html).
 //   - Azure: no public node-local or API source.
 //
+// ReadInstanceType reads the VM's own type where DMI names only the
+// hypervisor: GCP's instance/machine-type, Azure IMDS's compute/vmSize
+// (instance.go), under the same safety rules and error contract.
+//
 // Error contract (as cilium/ebpf features/doc.go):
 //   - nil: the Placement is complete and every value passed validation.
 //   - errors.Is(err, ErrNotAvailable): the service answered 404 (or an

@@ -62,6 +62,10 @@ type Placement struct {
 	// NVLinkDomain is OCI customerGpuMemoryFabric, present on GPU memory
 	// fabric shapes (GB200/GB300 NVL72); empty elsewhere.
 	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
+	// InstanceType is the VM's machine type (GCP) or size (Azure) as
+	// ReadInstanceType read it, where DMI does not name it; the agent
+	// fills it, Read leaves it empty.
+	InstanceType string `json:"instanceType,omitempty"`
 	// Source is the URL the placement was read from, or SourceSite
 	// where the site supplied the tiers (the agent's
 	// --placement.switches).

@@ -135,7 +135,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	f.StringVar(&profile, "profile", string(health.Pretrain), "health gate profile: pretrain, finetune or inference (as check)")
 	f.StringVar(&expectFile, "expect", "", "hold the node to expectations from this YAML file (check --learn)")
 	f.StringVar(&nfdFile, "nfd-file", "", "rewrite this Node Feature Discovery feature file after each health gate")
-	f.StringVar(&placementCloud, "placement", agent.PlacementAuto, "where to read the node's network placement with each discovery: auto (the GCP or OCI metadata service where DMI names that cloud, nothing elsewhere), gcp, oci or off")
+	f.StringVar(&placementCloud, "placement", agent.PlacementAuto, "where to read the node's network placement and VM type with each discovery: auto (the metadata service of the cloud DMI names: GCP placement and machine type, OCI placement, Azure VM size; nothing elsewhere), gcp, oci, azure or off")
 	f.StringVar(&placementURL, "placement.url", placement.DefaultBaseURL, "base URL of the cloud metadata service (a relay or a test server)")
 	f.DurationVar(&placementTimeout, "placement.timeout", placement.DefaultTimeout, "time one placement read may take")
 	listVar(f, &switches, "placement.switches", nil, "the site's names of the switches above this node, leaf first (comma-separated or repeated, at most 3); they replace the cloud's tiers")

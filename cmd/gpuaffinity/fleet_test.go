@@ -115,9 +115,13 @@ func buildFleetNode(t *testing.T, n fleetNode, dir string) {
 	}
 }
 
+// gcpMachineType is what the fake GCE metadata server answers for
+// instance/machine-type: the fixture's a3-ultragpu-8g.
+const gcpMachineType = "a3-ultragpu-8g"
+
 // metadataServer serves node's cloud placement as the cloud's metadata
-// service documents it: GCE's instance/attributes/physical_host (text,
-// Metadata-Flavor: Google required) and OCI IMDS v2's
+// service documents it: GCE's instance/attributes/physical_host and
+// instance/machine-type (text, Metadata-Flavor: Google required) and OCI IMDS v2's
 // host/rdmaTopologyData (JSON, Authorization: Bearer Oracle required).
 // Requests without the header are refused, as the real services refuse
 // them.
@@ -134,6 +138,14 @@ func metadataServer(t *testing.T, n fleetNode) string {
 			w.Header().Set("Metadata-Flavor", "Google")
 			w.Header().Set("Content-Type", "application/text")
 			io.WriteString(w, n.PhysicalHost)
+		})
+		mux.HandleFunc("GET "+placement.GCPMachineTypePath, func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Metadata-Flavor") != "Google" {
+				http.Error(w, "Missing Metadata-Flavor:Google header", http.StatusForbidden)
+				return
+			}
+			w.Header().Set("Metadata-Flavor", "Google")
+			io.WriteString(w, "projects/123456789012/machineTypes/"+gcpMachineType)
 		})
 	case n.OCI != nil:
 		mux.HandleFunc("GET "+placement.OCIRDMATopologyPath, func(w http.ResponseWriter, r *http.Request) {
