@@ -102,19 +102,19 @@ unit:
 # to a minute (which stalls a 4 s run at 0 execs/s). The fuzz engine can
 # end a run at its deadline with "context deadline exceeded" while it is
 # taking in a new input (most often on a loaded 2-core machine); such a
-# run, which wrote no failing input, is run again, up to three times in
+# run, which wrote no failing input, is run again, up to five times in
 # all. A run that found a crasher ("Failing input written to") fails at
 # once, and any other failure too.
 fuzz:
 	@set -e; for f in $(FUZZ); do \
 		pkg=$${f%%:*}; target=$${f##*:}; \
-		for try in 1 2 3; do \
+		for try in 1 2 3 4 5; do \
 			echo "fuzz $$pkg $$target ($(FUZZTIME), try $$try)"; \
 			if out=$$($(TEST_ENV) $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1x -parallel 1 $$pkg 2>&1); then \
 				break; \
 			fi; \
 			echo "$$out" | tail -20; \
-			if [ $$try = 3 ] || echo "$$out" | grep -q 'Failing input written to' || \
+			if [ $$try = 5 ] || echo "$$out" | grep -q 'Failing input written to' || \
 				! echo "$$out" | grep -q 'context deadline exceeded'; then \
 				echo "fuzz $$pkg $$target: FAILED"; exit 1; \
 			fi; \
