@@ -24,20 +24,11 @@ func (o PlacementOptions) validate() error {
 		return fmt.Errorf("placement switches %q: at most %d (tier 0 to tier %d)", o.Switches, maxSwitches, maxSwitches-1)
 	}
 	for i, s := range o.Switches {
-		if s == "" || len(s) > placement.MaxValueLen || !printable(s) {
-			return fmt.Errorf("placement switch %d %q: want a non-empty printable name of at most %d bytes", i, s, placement.MaxValueLen)
+		if why := placement.ValidValue(s); why != "" {
+			return fmt.Errorf("placement switch %d %q: %s (want 1 to %d printable ASCII characters, no spaces)", i, s, why, placement.MaxValueLen)
 		}
 	}
 	return nil
-}
-
-func printable(s string) bool {
-	for _, r := range s {
-		if r < 0x21 || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // readPlacement is the node's placement for this round: the cloud's

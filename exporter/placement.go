@@ -3,6 +3,7 @@ package exporter
 import (
 	"github.com/gpuaffinity/gpuaffinity/fleet"
 	"github.com/gpuaffinity/gpuaffinity/placement"
+	"github.com/gpuaffinity/gpuaffinity/platform"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -42,9 +43,9 @@ func placementSource(pl *placement.Placement) string {
 	switch {
 	case pl.Source == placement.SourceSite:
 		return "site"
-	case pl.Cloud == "gcp":
+	case pl.Cloud == platform.GCP:
 		return "gcp-metadata"
-	case pl.Cloud == "oci":
+	case pl.Cloud == platform.OCI:
 		return "oci-imds"
 	}
 	return pl.Cloud

@@ -102,26 +102,36 @@ func chassis(n *topology.Node) (serial, slot, tray string) {
 // moves its GPU to another NIC, and the node then differs from its peers
 // until the port is back (the health gate names the port).
 func NodeFacts(n *topology.Node) (layout, firmware []Fact) {
-	layout = append(layout, Fact{"gpus", strconv.Itoa(len(n.GPUs))})
+	layout = append(layout, Fact{KeyGPUs, strconv.Itoa(len(n.GPUs))})
 	pairs := map[int]*topology.Pair{}
 	for i := range n.Pairs {
 		pairs[n.Pairs[i].GPU] = &n.Pairs[i]
 	}
 	for _, g := range n.GPUs {
-		pre := "gpu" + strconv.Itoa(g.Index)
-		layout = append(layout, Fact{pre + ".model", g.Model})
-		layout = append(layout, Fact{pre + ".nics", PairFact(pairNICs(pairs[g.Index]))})
+		gpu := strconv.Itoa(g.Index)
+		layout = append(layout, Fact{GPUKey(gpu, "model"), g.Model})
+		layout = append(layout, Fact{GPUKey(gpu, "nics"), PairFact(pairNICs(pairs[g.Index]))})
 	}
 	for _, c := range n.NICs {
 		if c.RDMADevice == "" {
 			continue
 		}
-		pre := "nic." + c.RDMADevice
-		layout = append(layout, Fact{pre + ".role", string(c.Role)}, Fact{pre + ".fabric", string(c.Fabric)})
-		firmware = append(firmware, Fact{pre + ".firmware", c.FirmwareVersion})
+		layout = append(layout, Fact{NICKey(c.RDMADevice, "role"), string(c.Role)}, Fact{NICKey(c.RDMADevice, "fabric"), string(c.Fabric)})
+		firmware = append(firmware, Fact{NICKey(c.RDMADevice, "firmware"), c.FirmwareVersion})
 	}
 	return sortFacts(layout), sortFacts(firmware)
 }
+
+// Fact keys, NodeFacts' and the fleet reader's (fleet/prom), which
+// rebuilds them from the series: "gpus", "gpu<i>.<field>",
+// "nic.<device>.<field>".
+const KeyGPUs = "gpus"
+
+// GPUKey is the key of field (model, nics) of the GPU of index gpu.
+func GPUKey(gpu, field string) string { return "gpu" + gpu + "." + field }
+
+// NICKey is the key of field (role, fabric, firmware) of RDMA device dev.
+func NICKey(dev, field string) string { return "nic." + dev + "." + field }
 
 // pairNICs are the NICs and class the exporter's topology_pair_info
 // series give p: none where it has no NIC or no class.

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,7 +64,7 @@ func Tree(nodes []Node, o TreeOptions) ([]Switch, []string, error) {
 			untiered = append(untiered, n.Name)
 			continue
 		}
-		if slicesContain(n.Tiers, "") {
+		if slices.Contains(n.Tiers, "") {
 			warns = append(warns, fmt.Sprintf("node %q: an empty network tier in %q; left out of the tree", n.Name, n.Tiers))
 			continue
 		}
@@ -194,15 +195,6 @@ func slurmNodes(nodes []Node, warns *[]string) []Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-func slicesContain(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // comment returns s for a configuration file's comment: itself where it

@@ -35,7 +35,7 @@ func readGCP(ctx context.Context, opts Options) (Placement, error) {
 }
 
 // parsePhysicalHost splits a physical_host value "/<block>/<subblock>/<host>"
-// into its three segments, each checked by validValue. Nothing is trimmed:
+// into its three segments, each checked by ValidValue. Nothing is trimmed:
 // no whitespace, no trailing slash, no extra segments. Pure, no I/O.
 func parsePhysicalHost(v string) (block, subBlock, host string, err error) {
 	rest, ok := strings.CutPrefix(v, "/")
@@ -47,7 +47,7 @@ func parsePhysicalHost(v string) (block, subBlock, host string, err error) {
 		return "", "", "", fmt.Errorf("physical_host %q: %d segments, want /<block>/<subblock>/<host>", clip(v), len(parts))
 	}
 	for i, name := range []string{"block", "subblock", "host"} {
-		if why := validValue(parts[i]); why != "" {
+		if why := ValidValue(parts[i]); why != "" {
 			return "", "", "", fmt.Errorf("physical_host %q: %s: %s", clip(v), name, why)
 		}
 	}

@@ -44,7 +44,7 @@ func ReadInstanceType(ctx context.Context, cloud string, opts Options) (string, 
 		if !ok || !strings.HasPrefix(v, "projects/") || strings.Contains(t, "/") {
 			return "", fmt.Errorf("placement: gcp: GET %s: machine type %q: want projects/<project>/machineTypes/<type>", u, clip(v))
 		}
-		if why := validValue(t); why != "" {
+		if why := ValidValue(t); why != "" {
 			return "", fmt.Errorf("placement: gcp: GET %s: machine type %q: %s", u, clip(v), why)
 		}
 		return t, nil
@@ -54,7 +54,7 @@ func ReadInstanceType(ctx context.Context, cloud string, opts Options) (string, 
 			return "", err
 		}
 		v := string(body)
-		if why := validValue(v); why != "" {
+		if why := ValidValue(v); why != "" {
 			return "", fmt.Errorf("placement: azure: GET %s: VM size %q: %s", u, clip(v), why)
 		}
 		return v, nil

@@ -64,7 +64,7 @@ func parseRDMATopology(body []byte) (Placement, error) {
 		if f.optional && f.v == "" {
 			continue
 		}
-		if why := validValue(f.v); why != "" {
+		if why := ValidValue(f.v); why != "" {
 			return Placement{}, fmt.Errorf("rdmaTopologyData: %s %q: %s", f.name, clip(f.v), why)
 		}
 	}

@@ -187,9 +187,9 @@ func newClient(opts Options, base *url.URL) *http.Client {
 	return &c
 }
 
-// validValue reports why s is not an acceptable identifier, or "" when it
+// ValidValue reports why s is not an acceptable identifier, or "" when it
 // is: 1–MaxValueLen bytes, each printable ASCII other than space. Pure.
-func validValue(s string) string {
+func ValidValue(s string) string {
 	if s == "" {
 		return "empty"
 	}

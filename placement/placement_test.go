@@ -367,7 +367,7 @@ func FuzzParsePhysicalHost(f *testing.F) {
 			t.Fatalf("parsed %q into %q", in, got)
 		}
 		for _, v := range []string{b, s, h} {
-			if why := validValue(v); why != "" {
+			if why := ValidValue(v); why != "" {
 				t.Fatalf("accepted %q: %s", v, why)
 			}
 		}

@@ -301,28 +301,8 @@ func startCluster(t *testing.T, tools map[string]string, bin string) *cluster {
 	c.write(filepath.Join(port, "state"), "1: DOWN\n", 0o644)
 	c.write(filepath.Join(port, "phys_state"), "2: Polling\n", 0o644)
 
-	for _, d := range []string{"munge", "state", "spool"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dir, "munge", "key"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "munge", "munge.socket")
-	key := filepath.Join(dir, "munge", "key", "munge.key")
-	if out, err := exec.Command(tools["mungekey"], "-c", "-k", key).CombinedOutput(); err != nil {
-		t.Fatalf("mungekey: %v\n%s", err, out)
-	}
-
-	c.env = []string{"SLURM_CONF=" + c.conf}
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		// A CI runner inside a Slurm job must not hand its job to ours.
-		if !strings.HasPrefix(name, "SLURM_") && !strings.HasPrefix(name, "SBATCH_") && !strings.HasPrefix(name, "SALLOC_") && !strings.HasPrefix(name, "SRUN_") && !strings.HasPrefix(name, "SQUEUE_") && !strings.HasPrefix(name, "SINFO_") {
-			c.env = append(c.env, kv)
-		}
-	}
+	socket, key := slurmtest.Layout(t, dir, tools["mungekey"])
+	c.env = slurmtest.Env(c.conf)
 
 	// Wrappers: slurmd runs them with no environment; each points the
 	// shipped script at its settings file and records its exit status.

@@ -185,7 +185,7 @@ func (r *reader) read(ctx context.Context) ([]fleet.Node, []string, error) {
 			gpuSet[t] = map[string]bool{}
 		}
 		gpuSet[t][g] = true
-		fact(t, "gpu"+g+".model", string(s.Metric["model"]))
+		fact(t, fleet.GPUKey(g, "model"), string(s.Metric["model"]))
 	}
 	pairs, err := r.query(ctx, "gpuaffinity_topology_pair_info", "")
 	if err != nil {
@@ -200,10 +200,10 @@ func (r *reader) read(ctx context.Context) ([]fleet.Node, []string, error) {
 		pairClass[k] = string(s.Metric["class"])
 	}
 	for t, set := range gpuSet {
-		fact(t, "gpus", strconv.Itoa(len(set)))
+		fact(t, fleet.KeyGPUs, strconv.Itoa(len(set)))
 		for g := range set {
 			k := pairKey{t, g}
-			fact(t, "gpu"+g+".nics", fleet.PairFact(pairNICs[k], pairClass[k]))
+			fact(t, fleet.GPUKey(g, "nics"), fleet.PairFact(pairNICs[k], pairClass[k]))
 		}
 	}
 	rdmaInfo, err := r.query(ctx, "gpuaffinity_rdma_info", "")
@@ -215,18 +215,17 @@ func (r *reader) read(ctx context.Context) ([]fleet.Node, []string, error) {
 		if string(s.Metric["role"]) == "" {
 			continue // a device the discovery does not know: not in the digest
 		}
-		pre := "nic." + dev
-		fact(t, pre+".role", string(s.Metric["role"]))
-		fact(t, pre+".fabric", string(s.Metric["fabric"]))
-		fact(t, pre+".firmware", string(s.Metric["firmware"]))
+		for _, field := range []string{"role", "fabric", "firmware"} {
+			fact(t, fleet.NICKey(dev, field), string(s.Metric[model.LabelName(field)]))
+		}
 	}
 
 	out := make([]fleet.Node, 0, len(nodes))
 	for t, n := range nodes {
 		if facts[t] == nil {
-			facts[t] = map[string]string{"gpus": "0"}
-		} else if _, ok := facts[t]["gpus"]; !ok {
-			facts[t]["gpus"] = "0"
+			facts[t] = map[string]string{fleet.KeyGPUs: "0"}
+		} else if _, ok := facts[t][fleet.KeyGPUs]; !ok {
+			facts[t][fleet.KeyGPUs] = "0"
 		}
 		for k, v := range facts[t] {
 			n.Facts = append(n.Facts, fleet.Fact{Key: k, Value: v})

@@ -149,30 +149,8 @@ func start(t testing.TB, cfg Config) (*Cluster, error) {
 	c := &Cluster{dir: dir, conf: filepath.Join(dir, "slurm.conf"), paths: paths}
 	t.Cleanup(func() { c.stop(t) })
 
-	for _, d := range []string{"munge", "state", "spool"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dir, "munge", "key"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "munge", "munge.socket")
-	key := filepath.Join(dir, "munge", "key", "munge.key")
-	if out, err := exec.Command(paths["mungekey"], "-c", "-k", key).CombinedOutput(); err != nil {
-		t.Fatalf("mungekey: %v\n%s", err, out)
-	}
-
-	// The daemons and clients read this cluster's slurm.conf, and no
-	// SLURM_* (or sbatch, squeue, ... input) variable of a CI runner that
-	// itself runs inside a Slurm job.
-	c.env = []string{"SLURM_CONF=" + c.conf}
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !hasAnyPrefix(name, "SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SCONTROL_", "SCANCEL_") {
-			c.env = append(c.env, kv)
-		}
-	}
+	socket, key := Layout(t, dir, paths["mungekey"])
+	c.env = Env(c.conf)
 
 	if cfg.Topology != "" {
 		write(t, filepath.Join(dir, "topology.conf"), cfg.Topology)
@@ -431,6 +409,43 @@ func (c *Cluster) wait(timeout time.Duration, cond func() bool) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Layout makes a cluster's directories under dir (munge, state, spool)
+// and a fresh munge key with mungekey, and returns munged's socket and
+// key paths. dir and every directory above it must be searchable by all
+// (munged refuses otherwise; t.TempDir's are 0700).
+func Layout(t testing.TB, dir, mungekey string) (socket, key string) {
+	t.Helper()
+	for _, d := range []string{"munge", "state", "spool"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "munge", "key"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	socket = filepath.Join(dir, "munge", "munge.socket")
+	key = filepath.Join(dir, "munge", "key", "munge.key")
+	if out, err := exec.Command(mungekey, "-c", "-k", key).CombinedOutput(); err != nil {
+		t.Fatalf("mungekey: %v\n%s", err, out)
+	}
+	return socket, key
+}
+
+// Env is the environment of a test cluster's daemons and clients: this
+// process's, with SLURM_CONF=conf and without any SLURM_* (or sbatch,
+// squeue, ... input) variable of a CI runner that itself runs inside a
+// Slurm job, which would hand its job to the test's cluster.
+func Env(conf string) []string {
+	env := []string{"SLURM_CONF=" + conf}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !hasAnyPrefix(name, "SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SCONTROL_", "SCANCEL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // Require returns the paths of the programs names (found by LookPath),
