@@ -4,8 +4,10 @@
 #   make test    install what the tests need (Debian, as root), then vet,
 #                race-enabled tests and a short fuzz run
 #   make bench   benchmarks: discovery, fixture build, commands, /metrics
-#                scrape vs node_exporter, agent RSS, env from the cache;
-#                then the table against the peers (docs/bench.md)
+#                scrape vs node_exporter, agent RSS, env from the cache,
+#                the fleet report and Slurm parser; then the table against
+#                the peers (docs/bench.md) and the fleet commands against a
+#                real Prometheus at 1,000 to 50,000 nodes (docs/fleet.md)
 #   make build   bin/gpuaffinity and bin/gpuaffinity-agent
 #   make image   the container image, offline: dist/gpuaffinity-image.tar
 #                (docker-archive; podman load -i ...)
@@ -28,7 +30,8 @@ export CGO_CFLAGS  := -O2 -g -Wno-deprecated-declarations
 FUZZ := ./kfd:FuzzParseProperties ./kfd:FuzzParseRAS ./cpuset:FuzzParse ./cpuset:FuzzParseMask ./pci:FuzzParseAddress \
         ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
         ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay ./placement:FuzzParsePhysicalHost \
-        ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile ./internal/compact:FuzzDecode
+        ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile ./internal/compact:FuzzDecode \
+        ./fleet/slurmconf:FuzzParse ./fleet/prom:FuzzDecode
 
 .PHONY: all build image package demo test deps lint vet fmt-check compile unit fuzz bench clean
 
@@ -121,9 +124,16 @@ fuzz:
 		done; \
 	done
 
+# fleetbench: `gpuaffinity fleet`'s subcommands against a real Prometheus
+# serving a synthetic fleet of each size (wall time, peak RSS, and
+# Prometheus's own time for the same queries); each size's TSDB is
+# built once with promtool and cached under ~/.cache/gpuaffinity/fleetbench.
+FLEETBENCH ?= -n 1000,5000,20000,50000
+
 bench:
-	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/ ./cmd/gpuaffinity/ ./exporter/
+	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/ ./cmd/gpuaffinity/ ./exporter/ ./fleet/ ./fleet/slurmconf/
 	$(TEST_ENV) $(GO) run ./internal/peerbench $(PEERBENCH)
+	$(TEST_ENV) $(GO) run ./internal/fleetbench $(FLEETBENCH)
 
 clean:
 	rm -rf bin dist

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -163,8 +164,7 @@ func Labels(n Node, s Scheme) ([]Label, []string) {
 // tier0 to tier2), so how many tier keys a scheme owns.
 const maxLabelTiers = 3
 
-// ownedKeys are the keys Labels can give a node of n's cloud in scheme s:
-// the ones `labels --apply` owns on that node.
+// ownedKeys are the keys Labels can give a node of n's cloud in scheme s.
 func ownedKeys(n Node, s Scheme) []string {
 	var keys []string
 	if s == SchemeTopograph {
@@ -191,13 +191,33 @@ func ownedKeys(n Node, s Scheme) []string {
 	return append(keys, hostKey, keyGFDClique, keyOwnMemFabric)
 }
 
-// Removals are the keys scheme s owns on node n that its labels ls do not
-// set, sorted: labels an earlier run set that no longer hold (a tray out
-// of its NVLink domain keeps no clique label; a host the cloud no longer
-// names keeps no host label). MergePatch deletes them.
+// ForeignOwner names the component that owns key where another one does
+// (GKE's topology keys, OKE's RDMA keys, GPU Feature Discovery's clique):
+// a label of such a key is set where the node lacks it, never changed
+// where another component set it, and never deleted. "" for the keys
+// gpuaffinity or topograph's scheme own.
+func ForeignOwner(key string) string {
+	switch key {
+	case keyGCPSubblock, keyGCPBlock, keyGCPHost:
+		return "GKE"
+	case keyOCILocalBlock, keyOCINetworkBlock, keyOCIHPCIsland, keyOCIHost:
+		return "OKE"
+	case keyGFDClique:
+		return "GPU Feature Discovery"
+	}
+	return ""
+}
+
+// Removals are the keys scheme s gives nodes of n's cloud that its labels
+// ls do not set and that no other component owns (ForeignOwner), sorted:
+// labels an earlier run may have set that no longer hold (a tray out of
+// its NVLink domain keeps no memory-fabric label). A node whose placement
+// is empty (Node.PlacementEmpty: its agent has not read one yet) or
+// stale (its series missing now) has none: a label is never deleted
+// because a node's series say nothing.
 func Removals(n Node, s Scheme, ls []Label) []string {
 	s, err := ParseScheme(string(s))
-	if err != nil {
+	if err != nil || n.Stale || n.PlacementEmpty() {
 		return nil
 	}
 	set := make(map[string]bool, len(ls))
@@ -206,12 +226,126 @@ func Removals(n Node, s Scheme, ls []Label) []string {
 	}
 	var out []string
 	for _, k := range ownedKeys(n, s) {
-		if !set[k] {
+		if !set[k] && ForeignOwner(k) == "" {
 			out = append(out, k)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ownPrefix is gpuaffinity's own label namespace: no other component
+// sets keys under it.
+const ownPrefix = "gpuaffinity.io/"
+
+// OwnedAnnotation is the node annotation `labels --apply` records the
+// label keys it set in (comma-separated, sorted): the keys it may later
+// change or delete. A key it did not set is never deleted.
+const OwnedAnnotation = "gpuaffinity.io/fleet-labels"
+
+// NodeMeta is what Reconcile needs of a Kubernetes node: its name, the
+// labels of the keys a scheme can set (LabelKeys), the keys
+// OwnedAnnotation lists, and the resourceVersion the patch is made
+// against.
+type NodeMeta struct {
+	Name            string
+	Labels          map[string]string
+	Owned           []string
+	OwnedSet        bool // the node has the annotation
+	ResourceVersion string
+}
+
+// LabelKeys reports whether a node label key is one some scheme can set:
+// the labels Reconcile reads.
+func LabelKeys(key string) bool {
+	return ForeignOwner(key) != "" || strings.HasPrefix(key, ownPrefix) ||
+		strings.HasPrefix(key, keyTopographTier) || key == keyTopographDomain
+}
+
+// ParseOwned reads OwnedAnnotation's value.
+func ParseOwned(v string) []string {
+	var out []string
+	for _, k := range strings.Split(v, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Reconcile returns the change that gives node cur (as the API server
+// has it) the labels of fleet node n in scheme s, and whether there is
+// one. It sets every label of Labels(n, s) the node lacks or holds with
+// another value, except a key another component owns (ForeignOwner)
+// that the node holds and gpuaffinity did not set: that one stays, and
+// a warning says the two disagree. It deletes a key only where
+// gpuaffinity set it (OwnedAnnotation lists it, or it is one of
+// gpuaffinity.io's own), no other component owns it, n is scraped now
+// and its placement says something: a node whose series are missing
+// (Stale: its placement kept from the lookback) or whose agent has not
+// read a placement yet keeps every label. The patch records the keys
+// gpuaffinity now owns on the node.
+func Reconcile(n Node, s Scheme, cur NodeMeta) (Patch, bool, []string) {
+	ls, warns := Labels(n, s)
+	p := Patch{Node: cur.Name, Labels: map[string]string{}, ResourceVersion: cur.ResourceVersion}
+	owned := make(map[string]bool, len(cur.Owned))
+	for _, k := range cur.Owned {
+		owned[k] = true
+	}
+	want := make(map[string]bool, len(ls))
+	for _, l := range ls {
+		want[l.Key] = true
+		v, has := cur.Labels[l.Key]
+		switch {
+		case has && v == l.Value:
+			if strings.HasPrefix(l.Key, ownPrefix) {
+				owned[l.Key] = true // gpuaffinity's own namespace: an earlier run's
+			}
+		case has && ForeignOwner(l.Key) != "" && !owned[l.Key]:
+			warns = append(warns, fmt.Sprintf("node %q: label %s=%q is %s's; left as it is (the agent's placement says %q)",
+				cur.Name, l.Key, clipValue(v), ForeignOwner(l.Key), l.Value))
+		default:
+			p.Labels[l.Key] = l.Value
+			p.labels = append(p.labels, l)
+			owned[l.Key] = true
+		}
+	}
+	if !n.Stale && !n.PlacementEmpty() {
+		for _, k := range ownedKeys(n, s) {
+			if strings.HasPrefix(k, ownPrefix) {
+				if _, has := cur.Labels[k]; has {
+					owned[k] = true // gpuaffinity's own namespace: set by an earlier run
+				}
+			}
+		}
+		for k := range owned {
+			if want[k] || ForeignOwner(k) != "" {
+				continue
+			}
+			if _, has := cur.Labels[k]; has {
+				p.Remove = append(p.Remove, k)
+			}
+			delete(owned, k)
+		}
+	}
+	sort.Strings(p.Remove)
+	keys := make([]string, 0, len(owned))
+	for k := range owned {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if v := strings.Join(keys, ","); v != strings.Join(cur.Owned, ",") || (len(keys) > 0) != cur.OwnedSet {
+		p.Owned = &v
+	}
+	return p, len(p.Labels) > 0 || len(p.Remove) > 0 || p.Owned != nil, warns
+}
+
+// clipValue is a label value for a message.
+func clipValue(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "…"
+	}
+	return v
 }
 
 // labelValueMax is the Kubernetes label value limit.
@@ -243,8 +377,8 @@ func LabelValue(v string) (string, bool) {
 // (dns1123SubdomainFmt, k8s.io/apimachinery pkg/util/validation).
 var nodeNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
-// validNodeName reports whether name can be a Kubernetes node's name.
-func validNodeName(name string) bool {
+// ValidNodeName reports whether name can be a Kubernetes node's name.
+func ValidNodeName(name string) bool {
 	return len(name) <= 253 && nodeNameRE.MatchString(name)
 }
 
@@ -269,7 +403,7 @@ func labelSets(nodes []Node, s Scheme) ([]nodeLabelSet, []string, error) {
 	var warns []string
 	seen := make(map[string]bool)
 	for _, n := range nodes {
-		if !validNodeName(n.Name) {
+		if !ValidNodeName(n.Name) {
 			warns = append(warns, fmt.Sprintf("node %q (target %q): not a valid Kubernetes node name; skipped", n.Name, n.Target))
 			continue
 		}
@@ -300,7 +434,7 @@ func WriteKubectl(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b strings.Builder
+	b := bufio.NewWriter(w)
 	for _, set := range sets {
 		if len(set.labels) == 0 {
 			continue
@@ -311,7 +445,7 @@ func WriteKubectl(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
 		}
 		b.WriteString("\n")
 	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
+	if err := b.Flush(); err != nil {
 		return warns, fmt.Errorf("writing kubectl label commands: %w", err)
 	}
 	return warns, nil
@@ -341,14 +475,34 @@ func shellQuote(s string) string {
 type Patch struct {
 	Node   string            `json:"node"`
 	Labels map[string]string `json:"labels"`
-	// Remove are the keys the scheme owns that the node no longer has
-	// (Removals).
+	// Remove are the keys to delete: in WriteJSON's list Removals, in
+	// Reconcile's those gpuaffinity set that the node no longer has.
 	Remove []string `json:"remove,omitempty"`
-	labels []Label
+	// Owned, when set, is OwnedAnnotation's new value ("" removes it);
+	// ResourceVersion the node's version the patch was made against (the
+	// API server refuses it, 409, where the node changed since).
+	Owned           *string `json:"-"`
+	ResourceVersion string  `json:"-"`
+	labels          []Label
 }
 
-// Body is the patch's JSON merge patch (MergePatch).
-func (p Patch) Body() []byte { return MergePatch(p.labels, p.Remove...) }
+// Body is the patch's JSON merge patch: MergePatch's, with the
+// annotation and the resourceVersion precondition where set.
+func (p Patch) Body() []byte {
+	meta := map[string]any{"labels": labelMap(p.labels, p.Remove)}
+	if p.Owned != nil {
+		var v any = *p.Owned
+		if *p.Owned == "" {
+			v = nil
+		}
+		meta["annotations"] = map[string]any{OwnedAnnotation: v}
+	}
+	if p.ResourceVersion != "" {
+		meta["resourceVersion"] = p.ResourceVersion
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": meta})
+	return b
+}
 
 // Patches returns the label change of every node the writers write, in
 // the nodes' order (labelSets: a name Kubernetes cannot take and a second
@@ -361,6 +515,9 @@ func Patches(nodes []Node, s Scheme) ([]Patch, []string, error) {
 	}
 	list := make([]Patch, 0, len(sets))
 	for _, set := range sets {
+		if len(set.labels) == 0 && len(set.remove) == 0 {
+			continue
+		}
 		p := Patch{Node: set.name, Labels: make(map[string]string, len(set.labels)), Remove: set.remove, labels: set.labels}
 		for _, l := range set.labels {
 			p.Labels[l.Key] = l.Value
@@ -378,11 +535,26 @@ func WriteJSON(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
-		return warns, fmt.Errorf("encoding label patch list: %w", err)
+	// One entry at a time, as json.MarshalIndent(list, "", "  ") would
+	// write the whole: a fleet's list is never held twice.
+	b := bufio.NewWriter(w)
+	b.WriteString("[")
+	for i, p := range list {
+		e, err := json.MarshalIndent(p, "  ", "  ")
+		if err != nil {
+			return warns, fmt.Errorf("encoding label patch list: %w", err)
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  ")
+		b.Write(e)
 	}
-	if _, err := w.Write(append(b, '\n')); err != nil {
+	if len(list) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("]\n")
+	if err := b.Flush(); err != nil {
 		return warns, fmt.Errorf("writing label patch list: %w", err)
 	}
 	return warns, nil
@@ -394,6 +566,15 @@ func WriteJSON(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
 // {"metadata":{"labels":{KEY:VALUE,...,GONE:null}}}, keys sorted. It
 // leaves the node's other labels alone.
 func MergePatch(labels []Label, remove ...string) []byte {
+	// A map of strings and nils always encodes (invalid UTF-8 becomes
+	// U+FFFD).
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labelMap(labels, remove)}})
+	return b
+}
+
+// labelMap is a merge patch's labels: the values to set, null for the
+// keys to delete.
+func labelMap(labels []Label, remove []string) map[string]any {
 	m := make(map[string]any, len(labels)+len(remove))
 	for _, k := range remove {
 		m[k] = nil
@@ -401,8 +582,5 @@ func MergePatch(labels []Label, remove ...string) []byte {
 	for _, l := range labels {
 		m[l.Key] = l.Value
 	}
-	// A map of strings and nils always encodes (invalid UTF-8 becomes
-	// U+FFFD).
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": m}})
-	return b
+	return m
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Hashes below were computed by hand with a separate FNV-64a
@@ -399,8 +401,7 @@ func TestWriteJSON(t *testing.T) {
     },
     "remove": [
       "gpuaffinity.io/gpu-memory-fabric",
-      "gpuaffinity.io/network.tier-2",
-      "nvidia.com/gpu.clique"
+      "gpuaffinity.io/network.tier-2"
     ]
   },
   {
@@ -414,18 +415,6 @@ func TestWriteJSON(t *testing.T) {
       "gpuaffinity.io/gpu-memory-fabric",
       "gpuaffinity.io/host-id",
       "gpuaffinity.io/network.tier-2"
-    ]
-  },
-  {
-    "node": "empty-1",
-    "labels": {},
-    "remove": [
-      "gpuaffinity.io/gpu-memory-fabric",
-      "gpuaffinity.io/host-id",
-      "gpuaffinity.io/network.tier-0",
-      "gpuaffinity.io/network.tier-1",
-      "gpuaffinity.io/network.tier-2",
-      "nvidia.com/gpu.clique"
     ]
   }
 ]
@@ -517,34 +506,164 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full")
 
 // Removals and MergePatch together: a tray that left its NVLink domain
 // and lost its leaf name keeps only its spine; the patch sets the spine
-// and deletes (JSON null, RFC 7386) every other key the scheme owns on a
-// bare-metal node. Expectations written from ownedKeys' rules: cloud
-// scheme on bare metal owns gpuaffinity.io/network.tier-0..2,
-// gpuaffinity.io/host-id, nvidia.com/gpu.clique and
-// gpuaffinity.io/gpu-memory-fabric; on OCI the rdma.* keys instead of
-// tiers 0-2 and the host id.
+// and deletes (JSON null, RFC 7386) every other key the scheme gives a
+// bare-metal node that no other component owns. Expectations written
+// from ownedKeys' rules: cloud scheme on bare metal gives
+// gpuaffinity.io/network.tier-0..2, gpuaffinity.io/host-id,
+// nvidia.com/gpu.clique (GPU Feature Discovery's: never deleted) and
+// gpuaffinity.io/gpu-memory-fabric; on OCI the rdma.* keys (OKE's)
+// instead of tiers 0-2 and the host id. A node whose placement is empty
+// (its agent has read none yet) loses nothing.
 func TestRemovals(t *testing.T) {
 	n := Node{Name: "t1", Cloud: "baremetal", Tiers: []string{"spine"}}
 	ls, _ := Labels(n, SchemeCloud)
 	rm := Removals(n, SchemeCloud, ls)
 	want := []string{"gpuaffinity.io/gpu-memory-fabric", "gpuaffinity.io/host-id", "gpuaffinity.io/network.tier-1",
-		"gpuaffinity.io/network.tier-2", "nvidia.com/gpu.clique"}
+		"gpuaffinity.io/network.tier-2"}
 	if !slices.Equal(rm, want) {
 		t.Errorf("Removals = %q, want %q", rm, want)
 	}
 	got := string(MergePatch(ls, rm...))
 	wantPatch := `{"metadata":{"labels":{"gpuaffinity.io/gpu-memory-fabric":null,"gpuaffinity.io/host-id":null,` +
-		`"gpuaffinity.io/network.tier-0":"spine","gpuaffinity.io/network.tier-1":null,"gpuaffinity.io/network.tier-2":null,` +
-		`"nvidia.com/gpu.clique":null}}}`
+		`"gpuaffinity.io/network.tier-0":"spine","gpuaffinity.io/network.tier-1":null,"gpuaffinity.io/network.tier-2":null}}}`
 	if got != wantPatch {
 		t.Errorf("MergePatch = %s\nwant          %s", got, wantPatch)
 	}
 	oci := Node{Name: "o1", Cloud: "oci", Tiers: []string{"lb", "nb", "isl"}, HostID: "h"}
 	ls, _ = Labels(oci, SchemeCloud)
-	if rm := Removals(oci, SchemeCloud, ls); !slices.Equal(rm, []string{"gpuaffinity.io/gpu-memory-fabric", "nvidia.com/gpu.clique"}) {
+	if rm := Removals(oci, SchemeCloud, ls); !slices.Equal(rm, []string{"gpuaffinity.io/gpu-memory-fabric"}) {
 		t.Errorf("OCI Removals = %q", rm)
 	}
 	if rm := Removals(oci, "gke", nil); rm != nil {
 		t.Errorf("Removals(unknown scheme) = %q, want none", rm)
 	}
+	if rm := Removals(Node{Name: "e", Cloud: "gcp", Source: ""}, SchemeCloud, nil); rm != nil {
+		t.Errorf("Removals(empty placement) = %q, want none", rm)
+	}
+}
+
+// Reconcile against a node's labels as the API server has them. The
+// expectations follow its rules: set what differs; never change a key
+// another component owns that it did not set; delete only keys it set
+// (its annotation, or gpuaffinity.io's own namespace), never another
+// component's, never for a stale node or an empty placement; record
+// what it owns.
+func TestReconcile(t *testing.T) {
+	tray := Node{Name: "t1", Cloud: "baremetal", Tiers: []string{"leaf1", "spine1"}, Clique: "u.7"}
+	tests := []struct {
+		name    string
+		n       Node
+		cur     NodeMeta
+		changed bool
+		set     map[string]string
+		remove  []string
+		owned   *string
+		warn    string
+	}{
+		{
+			name:    "a node never labelled",
+			n:       tray,
+			cur:     NodeMeta{Name: "t1", ResourceVersion: "5"},
+			changed: true,
+			set:     map[string]string{"gpuaffinity.io/network.tier-0": "leaf1", "gpuaffinity.io/network.tier-1": "spine1", "nvidia.com/gpu.clique": "u.7"},
+			owned:   ptr("gpuaffinity.io/network.tier-0,gpuaffinity.io/network.tier-1,nvidia.com/gpu.clique"),
+		},
+		{
+			name: "labelled alike: nothing to send",
+			n:    tray,
+			cur: NodeMeta{Name: "t1", Labels: map[string]string{"gpuaffinity.io/network.tier-0": "leaf1", "gpuaffinity.io/network.tier-1": "spine1", "nvidia.com/gpu.clique": "u.7"},
+				Owned: []string{"gpuaffinity.io/network.tier-0", "gpuaffinity.io/network.tier-1", "nvidia.com/gpu.clique"}, OwnedSet: true},
+		},
+		{
+			name: "GFD's clique differs: left, warned",
+			n:    tray,
+			cur: NodeMeta{Name: "t1", Labels: map[string]string{"gpuaffinity.io/network.tier-0": "leaf1", "gpuaffinity.io/network.tier-1": "spine1", "nvidia.com/gpu.clique": "u.8"},
+				Owned: []string{"gpuaffinity.io/network.tier-0", "gpuaffinity.io/network.tier-1"}, OwnedSet: true},
+			warn: `label nvidia.com/gpu.clique="u.8" is GPU Feature Discovery's; left as it is`,
+		},
+		{
+			name: "our clique, now another: updated",
+			n:    tray,
+			cur: NodeMeta{Name: "t1", Labels: map[string]string{"gpuaffinity.io/network.tier-0": "leaf1", "gpuaffinity.io/network.tier-1": "spine1", "nvidia.com/gpu.clique": "u.8"},
+				Owned: []string{"gpuaffinity.io/network.tier-0", "gpuaffinity.io/network.tier-1", "nvidia.com/gpu.clique"}, OwnedSet: true},
+			changed: true,
+			set:     map[string]string{"nvidia.com/gpu.clique": "u.7"},
+		},
+		{
+			name: "left its domain: our keys deleted, GFD's clique never",
+			n:    Node{Name: "t1", Cloud: "baremetal", Tiers: []string{"leaf1"}},
+			cur: NodeMeta{Name: "t1", Labels: map[string]string{"gpuaffinity.io/network.tier-0": "leaf1", "gpuaffinity.io/network.tier-1": "spine1", "nvidia.com/gpu.clique": "u.7", "gpuaffinity.io/gpu-memory-fabric": "f"},
+				Owned: []string{"gpuaffinity.io/network.tier-0", "gpuaffinity.io/network.tier-1", "nvidia.com/gpu.clique"}, OwnedSet: true},
+			changed: true,
+			remove:  []string{"gpuaffinity.io/gpu-memory-fabric", "gpuaffinity.io/network.tier-1"},
+			owned:   ptr("gpuaffinity.io/network.tier-0,nvidia.com/gpu.clique"),
+		},
+		{
+			name: "a key of topograph's it did not set: not deleted",
+			n:    Node{Name: "t1", Tiers: []string{"leaf1"}},
+			cur:  NodeMeta{Name: "t1", Labels: map[string]string{"fabric.topograph.run/tier-0": "leaf1", "fabric.topograph.run/tier-1": "spine"}},
+		},
+		{
+			name: "stale: nothing deleted",
+			n:    Node{Name: "t1", Cloud: "baremetal", Tiers: []string{"leaf1"}, Stale: true},
+			cur: NodeMeta{Name: "t1", Labels: map[string]string{"gpuaffinity.io/network.tier-0": "leaf1", "gpuaffinity.io/network.tier-1": "spine1"},
+				Owned: []string{"gpuaffinity.io/network.tier-0", "gpuaffinity.io/network.tier-1"}, OwnedSet: true},
+		},
+		{
+			name: "empty placement: nothing deleted",
+			n:    Node{Name: "t1", Cloud: "gcp"},
+			cur: NodeMeta{Name: "t1", Labels: map[string]string{"cloud.google.com/gce-topology-block": "b", "gpuaffinity.io/gpu-memory-fabric": "f"},
+				Owned: []string{"gpuaffinity.io/gpu-memory-fabric"}, OwnedSet: true},
+		},
+		{
+			name: "GKE's keys absent: set and owned",
+			n:    Node{Name: "v1", Cloud: "gcp", Tiers: []string{"sb", "b"}, HostID: "h"},
+			cur:  NodeMeta{Name: "v1", Labels: map[string]string{"cloud.google.com/gce-topology-block": "b", "cloud.google.com/gce-topology-subblock": "sb"}},
+			set:  map[string]string{"cloud.google.com/gce-topology-host": "h"}, changed: true,
+			owned: ptr("cloud.google.com/gce-topology-host"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := SchemeCloud
+			if strings.Contains(tt.name, "topograph") {
+				s = SchemeTopograph
+			}
+			p, changed, warns := Reconcile(tt.n, s, tt.cur)
+			if changed != tt.changed {
+				t.Errorf("changed = %v, want %v (patch %s)", changed, tt.changed, p.Body())
+			}
+			if tt.set == nil {
+				tt.set = map[string]string{}
+			}
+			if d := cmp.Diff(tt.set, p.Labels); d != "" {
+				t.Errorf("set (-want +got):\n%s", d)
+			}
+			if !slices.Equal(tt.remove, p.Remove) {
+				t.Errorf("remove %q, want %q", p.Remove, tt.remove)
+			}
+			if (tt.owned == nil) != (p.Owned == nil) || tt.owned != nil && *tt.owned != *p.Owned {
+				t.Errorf("owned %v, want %v", deref(p.Owned), deref(tt.owned))
+			}
+			if tt.warn == "" && len(warns) > 0 || tt.warn != "" && (len(warns) != 1 || !strings.Contains(warns[0], tt.warn)) {
+				t.Errorf("warnings %q, want %q", warns, tt.warn)
+			}
+		})
+	}
+	// The patch: labels, annotation and the resourceVersion precondition.
+	p, _, _ := Reconcile(tray, SchemeCloud, NodeMeta{Name: "t1", ResourceVersion: "5"})
+	want := `{"metadata":{"annotations":{"gpuaffinity.io/fleet-labels":"gpuaffinity.io/network.tier-0,gpuaffinity.io/network.tier-1,nvidia.com/gpu.clique"},` +
+		`"labels":{"gpuaffinity.io/network.tier-0":"leaf1","gpuaffinity.io/network.tier-1":"spine1","nvidia.com/gpu.clique":"u.7"},"resourceVersion":"5"}}`
+	if got := string(p.Body()); got != want {
+		t.Errorf("body %s\nwant %s", got, want)
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func deref(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
 }

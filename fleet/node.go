@@ -46,8 +46,29 @@ type Node struct {
 	Layout   string `json:"layout"`
 	Firmware string `json:"firmware"`
 	// Facts are the itemized facts the digests cover, sorted by Key, for
-	// the report to say what differs.
+	// the report to say what differs. The fleet reader gives them to one
+	// node of each variant (nodes of one group with the same digests,
+	// and so the same facts); Consistency reads a variant's facts from
+	// whichever of its nodes has them.
 	Facts []Fact `json:"facts"`
+	// Source says where the tiers came from, the placement series'
+	// source label: "site", "gcp-metadata", "oci-imds"; "" where the
+	// agent read none (no source, or its metadata service has not
+	// answered yet).
+	Source string `json:"source,omitempty"`
+	// Stale is set on a node not scraped now whose placement is the one
+	// its series last had within the reader's lookback (an agent
+	// restarting, a missed scrape): it keeps its place, and is not
+	// compared.
+	Stale bool `json:"stale,omitempty"`
+}
+
+// PlacementEmpty reports whether n's placement says nothing: no tiers,
+// host, clique or GPU memory fabric (an agent whose metadata service
+// has not answered yet exports such a placement). Writers keep what an
+// earlier run gave such a node, and never clear labels because of it.
+func (n Node) PlacementEmpty() bool {
+	return len(n.Tiers) == 0 && n.HostID == "" && n.Clique == "" && n.GPUMemoryFabric == ""
 }
 
 // Fact is one itemized fact of a node: "gpus" "8", "gpu3.model" "NVIDIA

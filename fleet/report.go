@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -20,6 +21,14 @@ type Report struct {
 	Groups []GroupReport `json:"groups"`
 	// Cliques are the NVLink cliques, sorted.
 	Cliques []CliqueReport `json:"cliques"`
+	// Stale are the nodes not scraped now whose placement the fleet
+	// reader kept from its lookback window, sorted: not compared, and
+	// counted as their cliques' members.
+	Stale []string `json:"stale"`
+	// Refused are the targets the fleet reader refused (two targets
+	// naming one node, an agent naming another host), one line each:
+	// the report fails while there are any.
+	Refused []string `json:"refused"`
 	// Warnings name nodes the report could not compare as given.
 	Warnings []string `json:"warnings"`
 }
@@ -98,27 +107,36 @@ const (
 // of its nodes hold, its majority firmware likewise; a node whose layout
 // or firmware is not the majority's is drifted, and its Differences are
 // the facts in which it differs from what more than half of the group
-// holds (a fact no value of which more than half hold is left out). A
-// group with no majority digest names no node. A node with neither
-// digest (its agent exports no gpuaffinity_node_layout_info) is not
-// compared and is named in a warning.
+// holds (a fact no value of which more than half hold is left out).
+// Nodes with the same digests have the same facts, so a variant's facts
+// are read from whichever of its nodes has them (the fleet reader gives
+// them to one); a variant none of whose nodes has facts differs by
+// digest only. A group with no majority digest names no node. A node
+// with neither digest (its agent exports no gpuaffinity_node_layout_info)
+// is not compared and is named in a warning; a stale node (not scraped
+// now) is listed, not compared, and still counts as its clique's member.
+// The work is linear in the nodes and in their facts.
 func Consistency(nodes []Node) Report {
-	r := Report{Nodes: len(nodes), Groups: []GroupReport{}, Cliques: []CliqueReport{}, Warnings: []string{}}
-	groups := make(map[string][]Node)
-	names := make(map[string]string) // name -> target, for duplicates
-	for _, n := range nodes {
+	r := Report{Nodes: len(nodes), Groups: []GroupReport{}, Cliques: []CliqueReport{}, Stale: []string{}, Refused: []string{}, Warnings: []string{}}
+	groups := make(map[string][]*Node)
+	names := make(map[string]string, len(nodes)) // name -> target, for duplicates
+	for i := range nodes {
+		n := &nodes[i]
 		if t, ok := names[n.Name]; ok {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("node %q: reported by two targets, %q and %q; the second is not compared", n.Name, t, n.Target))
 			continue
-		} else {
-			names[n.Name] = n.Target
 		}
-		if n.Layout == "" && n.Firmware == "" {
+		names[n.Name] = n.Target
+		switch {
+		case n.Stale:
+			r.Stale = append(r.Stale, n.Name)
+		case n.Layout == "" && n.Firmware == "":
 			r.Warnings = append(r.Warnings, fmt.Sprintf("node %q (%s): no layout or firmware digest; not compared", n.Name, n.Group()))
-			continue
+		default:
+			groups[n.Group()] = append(groups[n.Group()], n)
 		}
-		groups[n.Group()] = append(groups[n.Group()], n)
 	}
+	sort.Strings(r.Stale)
 	keys := make([]string, 0, len(groups))
 	for g := range groups {
 		keys = append(keys, g)
@@ -131,126 +149,168 @@ func Consistency(nodes []Node) Report {
 	return r
 }
 
+// groupVariant is one (layout, firmware) pair of a group: the nodes that
+// hold it and, where one of them has them, their facts.
+type groupVariant struct {
+	layout, firmware string
+	nodes            []string
+	facts            []Fact // sorted by key; nil unknown
+}
+
+// held is a fact's majority value and how many nodes hold it.
+type held struct {
+	key, value string
+	count      int
+}
+
 // compareGroup is Consistency for the nodes of one group.
-func compareGroup(group string, nodes []Node) GroupReport {
-	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+func compareGroup(group string, nodes []*Node) GroupReport {
+	slices.SortStableFunc(nodes, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
 	g := GroupReport{Group: group, Drifted: []Drift{}}
+	var vs []*groupVariant
+	index := make(map[[2]string]*groupVariant)
+	layouts, firmwares := make(map[string]int), make(map[string]int)
 	for _, n := range nodes {
 		g.Nodes = append(g.Nodes, n.Name)
+		layouts[n.Layout]++
+		firmwares[n.Firmware]++
+		k := [2]string{n.Layout, n.Firmware}
+		v := index[k]
+		if v == nil {
+			v = &groupVariant{layout: n.Layout, firmware: n.Firmware}
+			index[k] = v
+			vs = append(vs, v)
+		}
+		v.nodes = append(v.nodes, n.Name)
+		if v.facts == nil && n.Facts != nil {
+			v.facts = sortFacts(slices.Clone(n.Facts))
+		}
 	}
-	layout, layoutN := majority(nodes, func(n Node) string { return n.Layout })
-	firmware, firmwareN := majority(nodes, func(n Node) string { return n.Firmware })
+	layout, layoutN := majorityOf(layouts, len(nodes))
+	firmware, firmwareN := majorityOf(firmwares, len(nodes))
 	g.Layout, g.Firmware = layout, firmware
 	if layoutN == 0 || firmwareN == 0 {
 		g.NoMajority = true
-		g.Layout, g.Firmware = "", ""
-		if layoutN > 0 {
-			g.Layout = layout
-		}
-		if firmwareN > 0 {
-			g.Firmware = firmware
-		}
-		g.Variants = variants(nodes)
+		g.Variants = variants(vs)
 		return g
 	}
-	// The majority value of every fact key any node of the group has.
-	factKeys := make(map[string]bool)
-	for _, n := range nodes {
-		for _, f := range n.Facts {
-			factKeys[f.Key] = true
-		}
-	}
-	sortedKeys := make([]string, 0, len(factKeys))
-	for k := range factKeys {
-		sortedKeys = append(sortedKeys, k)
-	}
-	sort.Strings(sortedKeys)
-	type held struct {
-		value string
-		count int
-	}
-	majorities := make(map[string]held, len(sortedKeys))
-	for _, k := range sortedKeys {
-		v, c := majority(nodes, func(n Node) string { v, _ := n.Fact(k); return v })
-		if c > 0 {
-			majorities[k] = held{v, c}
-		}
-	}
-	for _, n := range nodes {
-		if n.Layout == layout && n.Firmware == firmware {
+	majorities := factMajorities(vs, len(nodes))
+	for _, v := range vs {
+		if v.layout == layout && v.firmware == firmware {
 			continue
 		}
-		d := Drift{Node: n.Name}
-		for _, k := range sortedKeys {
-			m, ok := majorities[k]
-			if !ok {
-				continue
+		var diffs []Difference
+		if v.facts != nil {
+			diffs = factDifferences(v.facts, majorities, len(nodes))
+		}
+		if len(diffs) == 0 {
+			if v.layout != layout {
+				diffs = append(diffs, Difference{Key: KeyLayoutDigest, Value: v.layout, Majority: layout, Count: layoutN, Of: len(nodes)})
 			}
-			if v, _ := n.Fact(k); v != m.value {
-				d.Differences = append(d.Differences, Difference{Key: k, Value: v, Majority: m.value, Count: m.count, Of: len(nodes)})
+			if v.firmware != firmware {
+				diffs = append(diffs, Difference{Key: KeyFirmwareDigest, Value: v.firmware, Majority: firmware, Count: firmwareN, Of: len(nodes)})
 			}
 		}
-		if len(d.Differences) == 0 {
-			if n.Layout != layout {
-				d.Differences = append(d.Differences, Difference{Key: KeyLayoutDigest, Value: n.Layout, Majority: layout, Count: layoutN, Of: len(nodes)})
-			}
-			if n.Firmware != firmware {
-				d.Differences = append(d.Differences, Difference{Key: KeyFirmwareDigest, Value: n.Firmware, Majority: firmware, Count: firmwareN, Of: len(nodes)})
-			}
+		for _, name := range v.nodes {
+			g.Drifted = append(g.Drifted, Drift{Node: name, Differences: diffs})
 		}
-		g.Drifted = append(g.Drifted, d)
 	}
+	sort.SliceStable(g.Drifted, func(i, j int) bool { return g.Drifted[i].Node < g.Drifted[j].Node })
 	return g
 }
 
-// majority returns the value of key that more than half of nodes hold
-// and how many hold it; "", 0 where no value does.
-func majority(nodes []Node, key func(Node) string) (string, int) {
-	counts := make(map[string]int)
-	for _, n := range nodes {
-		counts[key(n)]++
-	}
+// majorityOf returns the value more than half of total hold and how
+// many hold it; "", 0 where none does.
+func majorityOf(counts map[string]int, total int) (string, int) {
 	for v, c := range counts {
-		if 2*c > len(nodes) {
+		if 2*c > total {
 			return v, c
 		}
 	}
 	return "", 0
 }
 
-// variants returns the distinct (layout, firmware) pairs of nodes, most
-// nodes first, then by digests.
-func variants(nodes []Node) []Variant {
-	var vs []Variant
-	index := make(map[[2]string]int)
-	for _, n := range nodes {
-		k := [2]string{n.Layout, n.Firmware}
-		i, ok := index[k]
-		if !ok {
-			i = len(vs)
-			index[k] = i
-			vs = append(vs, Variant{Layout: n.Layout, Firmware: n.Firmware})
+// factMajorities returns, sorted by key, every fact key's value more than
+// half of the group's total nodes hold, counting each variant with facts
+// once per node; a variant with facts but without a key holds "" for it.
+// Variants without facts do not vote.
+func factMajorities(vs []*groupVariant, total int) []held {
+	counts := make(map[string]map[string]int)
+	voters := 0
+	for _, v := range vs {
+		if v.facts == nil {
+			continue
 		}
-		vs[i].Nodes = append(vs[i].Nodes, n.Name)
+		voters += len(v.nodes)
+		for _, f := range v.facts {
+			if counts[f.Key] == nil {
+				counts[f.Key] = make(map[string]int)
+			}
+			counts[f.Key][f.Value] += len(v.nodes)
+		}
 	}
-	sort.SliceStable(vs, func(i, j int) bool {
-		if len(vs[i].Nodes) != len(vs[j].Nodes) {
-			return len(vs[i].Nodes) > len(vs[j].Nodes)
+	out := make([]held, 0, len(counts))
+	for k, byValue := range counts {
+		with := 0
+		for _, c := range byValue {
+			with += c
 		}
-		if vs[i].Layout != vs[j].Layout {
-			return vs[i].Layout < vs[j].Layout
+		if without := voters - with; without > 0 {
+			byValue[""] += without
 		}
-		return vs[i].Firmware < vs[j].Firmware
+		if v, c := majorityOf(byValue, total); c > 0 {
+			out = append(out, held{k, v, c})
+		}
+	}
+	slices.SortFunc(out, func(a, b held) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+// factDifferences are the keys in which facts (sorted by key) differ from
+// the majorities (sorted by key): one merge of the two lists.
+func factDifferences(facts []Fact, majorities []held, total int) []Difference {
+	var out []Difference
+	i := 0
+	for _, m := range majorities {
+		for i < len(facts) && facts[i].Key < m.key {
+			i++ // a key with no majority value: left out
+		}
+		v := ""
+		if i < len(facts) && facts[i].Key == m.key {
+			v = facts[i].Value
+		}
+		if v != m.value {
+			out = append(out, Difference{Key: m.key, Value: v, Majority: m.value, Count: m.count, Of: total})
+		}
+	}
+	return out
+}
+
+// variants returns the group's variants, most nodes first, then by
+// digests.
+func variants(vs []*groupVariant) []Variant {
+	out := make([]Variant, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, Variant{Layout: v.layout, Firmware: v.firmware, Nodes: v.nodes})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if len(out[i].Nodes) != len(out[j].Nodes) {
+			return len(out[i].Nodes) > len(out[j].Nodes)
+		}
+		if out[i].Layout != out[j].Layout {
+			return out[i].Layout < out[j].Layout
+		}
+		return out[i].Firmware < out[j].Firmware
 	})
-	return vs
+	return out
 }
 
 // cliqueReports returns the cliques of nodes, sorted, and warns where
 // the members disagree about the IMEX node count or outnumber it.
 func cliqueReports(nodes []Node, warns []string) ([]CliqueReport, []string) {
-	members := make(map[string][]Node)
-	for _, n := range nodes {
-		if n.Clique != "" {
+	members := make(map[string][]*Node)
+	for i := range nodes {
+		if n := &nodes[i]; n.Clique != "" {
 			members[n.Clique] = append(members[n.Clique], n)
 		}
 	}
@@ -291,8 +351,11 @@ func cliqueReports(nodes []Node, warns []string) ([]CliqueReport, []string) {
 }
 
 // OK reports whether the fleet is consistent: no node drifts, no group
-// lacks a majority and no clique misses a member.
+// lacks a majority, no clique misses a member and no target was refused.
 func (r Report) OK() bool {
+	if len(r.Refused) > 0 {
+		return false
+	}
 	for _, g := range r.Groups {
 		if g.NoMajority || len(g.Drifted) > 0 {
 			return false
@@ -313,6 +376,8 @@ func (r Report) OK() bool {
 //	DRIFT <node> (<group>, <k> of <n> nodes differ): <key> = "<value>", majority "<value>" (<count> of <n>)
 //	NOMAJORITY <group> (<n> nodes): layout <digest>, firmware <digest>: <node> <node>...
 //	CLIQUE <clique>: <n> nodes, IMEX lists <m>, <k> missing: <node> <node>...
+//	STALE <node>: not scraped now; placement kept from the lookback, not compared
+//	REFUSED <text>
 //	WARNING <text>
 //	OK|FAIL: <summary>
 //
@@ -356,15 +421,21 @@ func (r Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "CLIQUE %s: %d nodes, %s, %d missing: %s\n",
 			reportWord(c.Clique, false), len(c.Nodes), imex, c.Missing, reportWords(c.Nodes))
 	}
+	for _, n := range r.Stale {
+		fmt.Fprintf(&b, "STALE %s: not scraped now; placement kept from the lookback, not compared\n", reportWord(n, false))
+	}
+	for _, x := range r.Refused {
+		fmt.Fprintf(&b, "REFUSED %s\n", reportText(x))
+	}
 	for _, x := range r.Warnings {
-		fmt.Fprintf(&b, "WARNING %s\n", reportWord(x, true))
+		fmt.Fprintf(&b, "WARNING %s\n", reportText(x))
 	}
 	verdict := "OK"
 	if !r.OK() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(&b, "%s: %d nodes, %d groups, %d cliques; %d drifted, %d groups without a majority, %d cliques missing nodes\n",
-		verdict, r.Nodes, len(r.Groups), len(r.Cliques), drifted, split, missing)
+	fmt.Fprintf(&b, "%s: %d nodes, %d groups, %d cliques; %d drifted, %d groups without a majority, %d cliques missing nodes, %d stale, %d refused\n",
+		verdict, r.Nodes, len(r.Groups), len(r.Cliques), drifted, split, missing, len(r.Stale), len(r.Refused))
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("writing consistency report: %w", err)
 	}
@@ -388,6 +459,18 @@ func reportWord(s string, spaces bool) string {
 	return fmt.Sprintf("%q", s)
 }
 
+// reportText returns a line of free text as it is where it is
+// printable ASCII (no byte of it can end the line or move the terminal),
+// else quoted.
+func reportText(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return fmt.Sprintf("%q", s)
+		}
+	}
+	return s
+}
+
 // reportWords is reportWord of each of names, space-separated.
 func reportWords(names []string) string {
 	ws := make([]string, len(names))
@@ -395,4 +478,38 @@ func reportWords(names []string) string {
 		ws[i] = reportWord(n, false)
 	}
 	return strings.Join(ws, " ")
+}
+
+// Summary is the report's findings in one line: the drifted nodes, the
+// cliques missing members, the groups without a majority and how many
+// targets were refused; "" where there are none.
+func (r Report) Summary() string {
+	var drifted, missing, nomaj []string
+	for _, g := range r.Groups {
+		for _, d := range g.Drifted {
+			drifted = append(drifted, d.Node)
+		}
+		if g.NoMajority {
+			nomaj = append(nomaj, g.Group)
+		}
+	}
+	for _, c := range r.Cliques {
+		if c.Missing > 0 {
+			missing = append(missing, c.Clique)
+		}
+	}
+	var parts []string
+	if len(drifted) > 0 {
+		parts = append(parts, "drifted: "+nameList(drifted))
+	}
+	if len(missing) > 0 {
+		parts = append(parts, "cliques missing members: "+nameList(missing))
+	}
+	if len(nomaj) > 0 {
+		parts = append(parts, "no majority in: "+nameList(nomaj))
+	}
+	if len(r.Refused) > 0 {
+		parts = append(parts, fmt.Sprintf("%d targets refused", len(r.Refused)))
+	}
+	return strings.Join(parts, "; ")
 }

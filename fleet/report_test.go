@@ -2,8 +2,11 @@ package fleet
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -397,8 +400,8 @@ NOMAJORITY SYS-A21GE / NVIDIA B200 (2 nodes): layout 5e6f, firmware 3c4d: c
 NOMAJORITY SYS-A21GE / NVIDIA B200 (2 nodes): layout 7a8b, firmware 3c4d: d
 CLIQUE uuid.32766: 2 nodes, IMEX lists 4, 2 missing: a b
 CLIQUE uuid.1: 2 nodes, no IMEX configuration, 0 missing: c "x y"
-WARNING "node \"e\": no digest"
-FAIL: 6 nodes, 2 groups, 2 cliques; 1 drifted, 1 groups without a majority, 1 cliques missing nodes
+WARNING node "e": no digest
+FAIL: 6 nodes, 2 groups, 2 cliques; 1 drifted, 1 groups without a majority, 1 cliques missing nodes, 0 stale, 0 refused
 `
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {
@@ -415,7 +418,7 @@ FAIL: 6 nodes, 2 groups, 2 cliques; 1 drifted, 1 groups without a majority, 1 cl
 		t.Fatal(err)
 	}
 	want = "GROUP M / G: 2 nodes, layout L, firmware F, 0 drifted\n" +
-		"OK: 2 nodes, 1 groups, 0 cliques; 0 drifted, 0 groups without a majority, 0 cliques missing nodes\n"
+		"OK: 2 nodes, 1 groups, 0 cliques; 0 drifted, 0 groups without a majority, 0 cliques missing nodes, 0 stale, 0 refused\n"
 	if got := b.String(); got != want {
 		t.Errorf("WriteText(consistent) wrote\n%s\nwant\n%s", got, want)
 	}
@@ -488,5 +491,129 @@ func TestReportWord(t *testing.T) {
 		if got := reportWord(tt.in, tt.spaces); got != tt.want {
 			t.Errorf("reportWord(%q, %v) = %s, want %s", tt.in, tt.spaces, got, tt.want)
 		}
+	}
+}
+
+// onlyOnePerVariant strips the facts of every node but the first (by
+// name) of each (layout, firmware) pair, as the fleet reader gives them.
+func onlyOnePerVariant(nodes []Node) []Node {
+	out := slices.Clone(nodes)
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	seen := map[[2]string]bool{}
+	for i := range out {
+		k := [2]string{out[i].Layout, out[i].Firmware}
+		if seen[k] {
+			out[i].Facts = nil
+		}
+		seen[k] = true
+	}
+	return out
+}
+
+// The report from one node's facts per variant is the report from every
+// node's: nodes with the same digests have the same facts.
+func TestConsistencyOneNodePerVariant(t *testing.T) {
+	for _, nodes := range [][]Node{
+		{reportNode("n4"), reportNode("n1"), reportNode("odd", Fact{"gpu3.nics", "mlx5_4 PIX"}), reportNode("odd2", Fact{"gpu3.nics", "mlx5_4 PIX"}),
+			reportNode("n3"), reportNode("n2")},
+		{reportNode("n1"), reportNode("n2"), reportNode("n3"),
+			reportNode("odd", Fact{"nic.mlx5_3.firmware", "28.40.1000"}, Fact{"nic.mlx5_3.role", ""}, Fact{"gpu9.model", "X"})},
+		{reportNode("a"), reportNode("b", Fact{"gpus", "7"}), reportNode("c", Fact{"gpus", "6"})},
+	} {
+		all, one := Consistency(nodes), Consistency(onlyOnePerVariant(nodes))
+		if !reflect.DeepEqual(all, one) {
+			t.Errorf("from one node per variant:\n%+v\nfrom all:\n%+v", one, all)
+		}
+	}
+	// A variant none of whose nodes has facts differs by digest only.
+	nodes := []Node{reportNode("n1"), reportNode("n2"), reportNode("n3"), reportNode("odd", Fact{"gpus", "7"})}
+	nodes[3].Facts = nil
+	g := Consistency(nodes).Groups[0]
+	if len(g.Drifted) != 1 || g.Drifted[0].Differences[0].Key != KeyLayoutDigest {
+		t.Errorf("drifted %+v, want odd by its layout digest", g.Drifted)
+	}
+}
+
+// A stale node (not scraped now) is listed, not compared, and is still
+// its clique's member; refused targets fail the report.
+func TestConsistencyStaleAndRefused(t *testing.T) {
+	a, b := reportNode("a"), reportNode("b", Fact{"gpus", "7"})
+	b.Stale = true
+	a.Clique, b.Clique = "u.1", "u.1"
+	a.IMEXNodes, b.IMEXNodes = 2, 2
+	r := Consistency([]Node{a, b})
+	if !slices.Equal(r.Stale, []string{"b"}) || len(r.Groups) != 1 || !slices.Equal(r.Groups[0].Nodes, []string{"a"}) ||
+		len(r.Cliques) != 1 || r.Cliques[0].Missing != 0 || !r.OK() {
+		t.Errorf("report %+v: want b stale, a alone compared, the clique whole, OK", r)
+	}
+	r.Refused = []string{`target "a/x:1" (node "b"): its agent reports host name "c": refused`}
+	if r.OK() || !strings.Contains(r.Summary(), "1 targets refused") {
+		t.Errorf("a refused target: OK %v, summary %q", r.OK(), r.Summary())
+	}
+	var buf bytes.Buffer
+	r.WriteText(&buf)
+	for _, want := range []string{"STALE b: not scraped now", `REFUSED target "a/x:1" (node "b")`, "FAIL: 2 nodes", "1 stale, 1 refused"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report text lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// benchFleet is n nodes of one group with 30 facts each, one per variant
+// carrying facts as the fleet reader gives them, 2 % drifted (each its
+// own variant) and, where extra > 0, one drifted node with extra more
+// facts (a node that exports a flood of NICs).
+func benchFleet(n, extra int) []Node {
+	base := map[string]string{"gpus": "8"}
+	for g := range 8 {
+		base[GPUKey(strconv.Itoa(g), "model")] = "NVIDIA H100 80GB HBM3"
+		base[GPUKey(strconv.Itoa(g), "nics")] = "mlx5_" + strconv.Itoa(g) + " PIX"
+		base[NICKey("mlx5_"+strconv.Itoa(g), "role")] = "compute"
+		base[NICKey("mlx5_"+strconv.Itoa(g), "firmware")] = "28.39.1002"
+	}
+	mk := func(name string, edit func(map[string]string), facts bool) Node {
+		m := maps.Clone(base)
+		edit(m)
+		var fs []Fact
+		for k, v := range m {
+			fs = append(fs, Fact{k, v})
+		}
+		nd := Node{Name: name, Model: "M", GPUModel: "G", Layout: Digest(fs), Firmware: "F"}
+		if facts {
+			nd.Facts = sortFacts(fs)
+		}
+		return nd
+	}
+	nodes := make([]Node, 0, n)
+	for i := range n {
+		name := fmt.Sprintf("n%06d", i)
+		switch {
+		case i == 1 && extra > 0:
+			nodes = append(nodes, mk(name, func(m map[string]string) {
+				for j := range extra {
+					m[NICKey("flood"+strconv.Itoa(j), "role")] = "other"
+				}
+			}, true))
+		case i%50 == 1:
+			nodes = append(nodes, mk(name, func(m map[string]string) { m["gpu3.nics"] = "mlx5_" + strconv.Itoa(i) + " PIX" }, true))
+		default:
+			nodes = append(nodes, mk(name, func(map[string]string) {}, i == 0))
+		}
+	}
+	return nodes
+}
+
+// Consistency is linear in the nodes and in a node's facts: ns/op over
+// nodes is flat from 1,000 to 50,000 nodes, and 50,000 facts on one node
+// cost no more than 50,000 facts anywhere.
+func BenchmarkConsistency(b *testing.B) {
+	for _, c := range []struct{ nodes, extra int }{{1000, 0}, {10000, 0}, {50000, 0}, {1000, 50000}} {
+		nodes := benchFleet(c.nodes, c.extra)
+		b.Run(fmt.Sprintf("nodes=%d/flood=%d", c.nodes, c.extra), func(b *testing.B) {
+			for b.Loop() {
+				Consistency(nodes)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(c.nodes+c.extra), "ns/node+fact")
+		})
 	}
 }

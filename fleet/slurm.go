@@ -1,18 +1,15 @@
 package fleet
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
-	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/gpuaffinity/gpuaffinity/fleet/slurmconf"
 )
 
 // Switch is one switch of Slurm's topology/tree: a network switch, or the
@@ -21,7 +18,8 @@ import (
 // under it.
 type Switch struct {
 	// Name is the switch's name in topology.conf: its ID where that is a
-	// valid Slurm name (SlurmName), else SwitchName's hash of it.
+	// valid Slurm name (SlurmName) no other switch has, else a name made
+	// unique from its ID and the IDs above it (SwitchName, then a hash).
 	Name string `json:"name"`
 	// ID is the switch's name as the nodes' tiers give it.
 	ID string `json:"id"`
@@ -39,44 +37,70 @@ type TreeOptions struct {
 	// that a job may span them (Slurm places a job only within one
 	// switch's subtree). "" leaves the top-level switches apart.
 	Root string
+	// Previous is the tree an earlier run wrote, as slurmconf reads it
+	// back; nil where there is none. A node whose tiers are empty, or
+	// fewer than that file gave it (an agent restarted before its
+	// metadata service answered), keeps the switches the file put it
+	// under; the plan's Change compares the two.
+	Previous *slurmconf.Tree
+	// Keep are nodes the fleet reader could not place without doubt
+	// (prom.Fleet.Unresolved): each keeps the switches Previous gave it.
+	Keep []string
+}
+
+// TreePlan is the topology/tree a run writes: its switches, how they
+// differ from the previous file's, and the warnings.
+type TreePlan struct {
+	Switches []Switch
+	Change   Change
+	Warnings []string
 }
 
 // Tree returns Slurm's topology/tree for the nodes from their network
 // tiers (Node.Tiers, tier 0 the leaf): a switch per distinct tier ID and
 // what is above it, so that a sub-block ID two blocks both use stays two
 // switches. Switches are sorted leaves first, then by tier and name.
-// Warnings name the nodes left out: without tiers, with a name Slurm
-// cannot take, a second node of one name, or tiers that end at a switch
-// other nodes have switches under. It fails only on an invalid
-// Root.
-func Tree(nodes []Node, o TreeOptions) ([]Switch, []string, error) {
+// Every name is unique by construction (SwitchName's, else one made from
+// the ID and its parents' and checked against every name taken), so no
+// node's tiers can make two lines of one name. Warnings name the nodes
+// left out: without tiers, with a name Slurm cannot take, a second node
+// of one name, or tiers that end at a switch other nodes have switches
+// under. It fails only on an invalid Root.
+func Tree(nodes []Node, o TreeOptions) (TreePlan, error) {
+	var plan TreePlan
 	if o.Root != "" && !SlurmName(o.Root) {
-		return nil, nil, fmt.Errorf("tree root %q: not a valid Slurm switch name (1 to 64 of A-Z a-z 0-9 . _ -)", o.Root)
+		return plan, fmt.Errorf("tree root %q: not a valid Slurm switch name (1 to 64 of A-Z a-z 0-9 . _ -)", o.Root)
 	}
+	prev := previousPaths(o.Previous, o.Root)
 	type sw struct {
 		Switch
 		children map[string]bool // keys
 	}
 	byKey := make(map[string]*sw)
-	var warns, untiered []string
-	for _, n := range slurmNodes(nodes, &warns) {
-		if len(n.Tiers) == 0 {
+	var untiered []string
+	for _, n := range slurmNodes(withKept(nodes, o.Keep, func(n string) bool { _, ok := prev[n]; return ok }), &plan.Warnings) {
+		tiers := n.Tiers
+		if p, ok := prev[n.Name]; ok && partialTiers(tiers, p) {
+			tiers = p
+			plan.Change.Kept = append(plan.Change.Kept, n.Name)
+		}
+		if len(tiers) == 0 {
 			untiered = append(untiered, n.Name)
 			continue
 		}
-		if slices.Contains(n.Tiers, "") {
-			warns = append(warns, fmt.Sprintf("node %q: an empty network tier in %q; left out of the tree", n.Name, n.Tiers))
+		if slices.Contains(tiers, "") {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("node %q: an empty network tier in %q; left out of the tree", n.Name, tiers))
 			continue
 		}
 		// A switch is its ID and the IDs above it.
-		keys := make([]string, len(n.Tiers))
-		for i := range n.Tiers {
-			keys[i] = strings.Join(n.Tiers[i:], "\x00")
+		keys := make([]string, len(tiers))
+		for i := range tiers {
+			keys[i] = strings.Join(tiers[i:], "\x00")
 		}
 		for i, k := range keys {
 			s := byKey[k]
 			if s == nil {
-				s = &sw{Switch: Switch{ID: n.Tiers[i], Tier: i}, children: make(map[string]bool)}
+				s = &sw{Switch: Switch{ID: tiers[i], Tier: i}, children: make(map[string]bool)}
 				byKey[k] = s
 			}
 			s.Tier = max(s.Tier, i)
@@ -87,76 +111,215 @@ func Tree(nodes []Node, o TreeOptions) ([]Switch, []string, error) {
 			}
 		}
 	}
+	if len(plan.Change.Kept) > 0 {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d nodes report no network tiers now (or fewer than before) and keep the switches of the previous file: %s",
+			len(plan.Change.Kept), nameList(plan.Change.Kept)))
+	}
 	if len(untiered) > 0 {
 		sort.Strings(untiered)
-		warns = append(warns, fmt.Sprintf("%d nodes have no network tiers and are left out of the tree (Slurm wants every node under a switch; see the agent's --placement flags): %s",
-			len(untiered), strings.Join(untiered, ", ")))
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d nodes have no network tiers and are left out of the tree (Slurm wants every node under a switch; see the agent's --placement flags): %s",
+			len(untiered), nameList(untiered)))
 	}
-	if len(byKey) == 0 {
-		return nil, warns, nil
+	if len(byKey) > 0 {
+		keys := make([]string, 0, len(byKey))
+		for k := range byKey {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		names, warns := switchNames(keys, func(k string) string { return byKey[k].ID }, o.Root)
+		plan.Warnings = append(plan.Warnings, warns...)
+		var tops []string
+		for _, k := range keys {
+			s := byKey[k]
+			s.Name = names[k]
+			for c := range s.children {
+				s.Switches = append(s.Switches, names[c])
+			}
+			sort.Strings(s.Switches)
+			sort.Strings(s.Nodes)
+			if len(s.Nodes) > 0 && len(s.Switches) > 0 {
+				// Nodes whose tiers end where other nodes' go on: their
+				// leaf is not known, and a switch with both nodes and
+				// switches under it is not one topology.conf line.
+				plan.Warnings = append(plan.Warnings, fmt.Sprintf("switch %q has switches under it, but nodes %s name it as their leaf (fewer tiers than their peers): those nodes are left out of the tree",
+					s.ID, nameList(s.Nodes)))
+				s.Nodes = nil
+			}
+			if !strings.Contains(k, "\x00") {
+				tops = append(tops, s.Name)
+			}
+			plan.Switches = append(plan.Switches, s.Switch)
+		}
+		if o.Root != "" {
+			sort.Strings(tops)
+			top := 0
+			for _, s := range plan.Switches {
+				top = max(top, s.Tier)
+			}
+			plan.Switches = append(plan.Switches, Switch{Name: o.Root, ID: o.Root, Tier: top + 1, Switches: tops})
+		}
+		sort.Slice(plan.Switches, func(i, j int) bool {
+			a, b := plan.Switches[i], plan.Switches[j]
+			if a.Tier != b.Tier {
+				return a.Tier < b.Tier
+			}
+			return a.Name < b.Name
+		})
 	}
-	// Names: the ID where Slurm takes it, else its hash; two switches of
-	// one name (one ID under two parents, or a hash that collides) get
-	// their key's hash appended.
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
+	plan.Change.compare(previousLeaves(o.Previous), leavesOf(plan.Switches))
+	return plan, nil
+}
+
+// switchNames names the switches keys give (a switch's ID, then the IDs
+// above it, NUL-separated; id returns its ID): SwitchName(ID) where no
+// other switch and not the root would have that name; else a name made
+// from it and the hash of the key, checked against every name given,
+// longer hash and then a counter where taken. Names are unique by
+// construction: no ID a node reports can make two switches one name.
+func switchNames(keys []string, id func(string) string, root string) (map[string]string, []string) {
+	names := make(map[string]string, len(keys))
+	taken := make(map[string]bool, len(keys)+1)
+	if root != "" {
+		taken[root] = true
 	}
-	sort.Strings(keys)
-	byName := make(map[string][]string)
+	count := make(map[string]int, len(keys))
 	for _, k := range keys {
-		s := byKey[k]
-		s.Name = SwitchName(s.ID)
-		byName[s.Name] = append(byName[s.Name], k)
+		count[SwitchName(id(k))]++
 	}
-	for name, ks := range byName {
-		if len(ks) == 1 && name != o.Root {
+	var clash []string
+	for _, k := range keys {
+		if n := SwitchName(id(k)); count[n] == 1 && !taken[n] {
+			names[k] = n
+			taken[n] = true
+		} else {
+			clash = append(clash, k)
+		}
+	}
+	var warns []string
+	for _, k := range clash {
+		base, h := SwitchName(id(k)), fnvHex(k)
+		n := fmt.Sprintf("%.55s-%s", base, h[:8])
+		if taken[n] {
+			n = fmt.Sprintf("%.47s-%s", base, h)
+		}
+		for i := 2; taken[n]; i++ {
+			n = fmt.Sprintf("%.40s-%s-%d", base, h, i)
+		}
+		names[k] = n
+		taken[n] = true
+		warns = append(warns, fmt.Sprintf("switch %q is named twice (under different parents, as the root, or as another switch's made name); this one, under %q, is %s",
+			id(k), strings.Join(strings.Split(k, "\x00")[1:], " / "), n))
+	}
+	return names, warns
+}
+
+// withKept is nodes and, for every name of keep none of them has that
+// the previous file holds (inPrev), a node of that name with an empty
+// placement, which keeps what that file gave it.
+func withKept(nodes []Node, keep []string, inPrev func(string) bool) []Node {
+	if len(keep) == 0 {
+		return nodes
+	}
+	have := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		have[n.Name] = true
+	}
+	out := slices.Clone(nodes)
+	for _, k := range keep {
+		if !have[k] && inPrev(k) {
+			out = append(out, Node{Name: k})
+			have[k] = true
+		}
+	}
+	return out
+}
+
+// partialTiers reports whether cur says less than prev, what an earlier
+// run gave the node: nothing, or a part of it (its first or last
+// tiers), as a placement read half way gives.
+func partialTiers(cur, prev []string) bool {
+	if len(cur) == 0 {
+		return true
+	}
+	if len(cur) >= len(prev) {
+		return false
+	}
+	return slices.Equal(cur, prev[:len(cur)]) || slices.Equal(cur, prev[len(prev)-len(cur):])
+}
+
+// previousPaths maps every node of a previous tree to the IDs of the
+// switches above it, leaf first (a switch's ID from the comment above it
+// where its name is a made one), without root.
+func previousPaths(prev *slurmconf.Tree, root string) map[string][]string {
+	if prev == nil {
+		return nil
+	}
+	parent := make(map[string]string)
+	ids := make(map[string]string)
+	for _, s := range prev.Switches {
+		ids[s.Name] = idFromComment(s.Name, s.Comment)
+		for _, c := range s.Switches {
+			parent[c] = s.Name
+		}
+	}
+	out := make(map[string][]string)
+	for _, s := range prev.Switches {
+		if len(s.Nodes) == 0 {
 			continue
 		}
-		for _, k := range ks {
-			s := byKey[k]
-			s.Name = fmt.Sprintf("%.55s-%s", name, fnvHex(k)[:8])
-			warns = append(warns, fmt.Sprintf("switch %q is named twice (under different parents, or as the root); this one, under %q, is %s",
-				s.ID, strings.Join(strings.Split(k, "\x00")[1:], " / "), s.Name))
+		var path []string
+		for at, ok := s.Name, true; ok && len(path) <= len(prev.Switches); at, ok = parent[at] {
+			path = append(path, ids[at])
+		}
+		if root != "" && len(path) > 1 && path[len(path)-1] == root {
+			path = path[:len(path)-1]
+		}
+		for _, n := range s.Nodes {
+			out[n] = path
 		}
 	}
-	out := make([]Switch, 0, len(byKey)+1)
-	var tops []string
-	for _, k := range keys {
-		s := byKey[k]
-		for c := range s.children {
-			s.Switches = append(s.Switches, byKey[c].Name)
-		}
-		sort.Strings(s.Switches)
-		sort.Strings(s.Nodes)
-		if len(s.Nodes) > 0 && len(s.Switches) > 0 {
-			// Nodes whose tiers end where other nodes' go on: their
-			// leaf is not known, and a switch with both nodes and
-			// switches under it is not one topology.conf line.
-			warns = append(warns, fmt.Sprintf("switch %q has switches under it, but nodes %s name it as their leaf (fewer tiers than their peers): those nodes are left out of the tree",
-				s.ID, strings.Join(s.Nodes, ", ")))
-			s.Nodes = nil
-		}
-		if !strings.Contains(k, "\x00") {
-			tops = append(tops, s.Name)
-		}
-		out = append(out, s.Switch)
+	return out
+}
+
+// idFromComment is the ID a switch stands for: what the comment WriteTree
+// puts above a switch whose name is not its ID says ("<name>: <ID>", the
+// ID quoted where it is not printable), else its name.
+func idFromComment(name, comment string) string {
+	rest, ok := strings.CutPrefix(comment, name+": ")
+	if !ok || rest == "" {
+		return name
 	}
-	if o.Root != "" {
-		sort.Strings(tops)
-		top := 0
-		for _, s := range out {
-			top = max(top, s.Tier)
+	if strings.HasPrefix(rest, `"`) {
+		if s, err := strconv.Unquote(rest); err == nil {
+			return s
 		}
-		out = append(out, Switch{Name: o.Root, ID: o.Root, Tier: top + 1, Switches: tops})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Tier != out[j].Tier {
-			return out[i].Tier < out[j].Tier
+	return rest
+}
+
+// previousLeaves maps every node of a previous tree to its leaf's name.
+func previousLeaves(prev *slurmconf.Tree) map[string]string {
+	if prev == nil {
+		return nil
+	}
+	out := make(map[string]string)
+	for _, s := range prev.Switches {
+		for _, n := range s.Nodes {
+			out[n] = s.Name
 		}
-		return out[i].Name < out[j].Name
-	})
-	return out, warns, nil
+	}
+	return out
+}
+
+// leavesOf maps every node of switches to its leaf's name.
+func leavesOf(switches []Switch) map[string]string {
+	out := make(map[string]string)
+	for _, s := range switches {
+		for _, n := range s.Nodes {
+			out[n] = s.Name
+		}
+	}
+	return out
 }
 
 // SwitchName returns id as a Slurm switch or block name: id itself where
@@ -185,7 +348,7 @@ func slurmNodes(nodes []Node, warns *[]string) []Node {
 	for _, n := range nodes {
 		switch t, dup := seen[n.Name]; {
 		case !SlurmName(n.Name):
-			*warns = append(*warns, fmt.Sprintf("node %q (target %q): not a name Slurm takes (1 to 64 of A-Z a-z 0-9 . _ -); left out", n.Name, n.Target))
+			*warns = append(*warns, fmt.Sprintf("node %.80q (target %.80q): not a name Slurm takes (1 to 64 of A-Z a-z 0-9 . _ -); left out", n.Name, n.Target))
 		case dup:
 			*warns = append(*warns, fmt.Sprintf("node %q: reported by two targets, %q and %q; the second is left out", n.Name, t, n.Target))
 		default:
@@ -195,6 +358,14 @@ func slurmNodes(nodes []Node, warns *[]string) []Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// nameList is names for a message: all of them up to 20, then a count.
+func nameList(names []string) string {
+	if len(names) <= 20 {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:20], ", ") + fmt.Sprintf(" and %d more", len(names)-20)
 }
 
 // comment returns s for a configuration file's comment: itself where it
@@ -213,7 +384,9 @@ func comment(s string) string {
 // (topology.conf(5)): one SwitchName line per switch, Nodes= for a leaf,
 // Switches= for the others, each a hostlist expression, in the order
 // given; a switch whose name is not its ID is preceded by a comment
-// naming the ID.
+// naming the ID (what a later run reads back). The file is parsed back
+// with Slurm's rules (slurmconf.ParseTree) before anything is written:
+// a file slurmctld would refuse is an error here, not a fatal there.
 func WriteTree(w io.Writer, switches []Switch) error {
 	var b strings.Builder
 	b.WriteString("# Slurm topology.conf for TopologyPlugin=topology/tree, written by gpuaffinity fleet slurm-tree\n")
@@ -230,225 +403,11 @@ func WriteTree(w io.Writer, switches []Switch) error {
 			return fmt.Errorf("switch %q: neither nodes nor switches", s.Name)
 		}
 	}
+	if _, err := slurmconf.ParseTree([]byte(b.String())); err != nil {
+		return fmt.Errorf("refusing to write a topology.conf slurmctld would not load: %w", err)
+	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("writing topology.conf: %w", err)
-	}
-	return nil
-}
-
-// Block is one block of Slurm's topology/block: the nodes of one NVLink
-// domain.
-type Block struct {
-	// Name is the block's name in topology.conf: block1, block2, … in
-	// the order of Domain.
-	Name string `json:"name"`
-	// Domain is what the nodes share: "clique <ClusterUUID>.<CliqueID>"
-	// (Node.Clique) or, where NVML names no clique, "gpu memory fabric
-	// <id>" (OCI's customerGpuMemoryFabric).
-	Domain string `json:"domain"`
-	// Nodes are the block's nodes, sorted.
-	Nodes []string `json:"nodes"`
-}
-
-// BlockOptions shape Blocks.
-type BlockOptions struct {
-	// Sizes, when set, is BlockSizes as given; else Blocks infers it.
-	Sizes []int
-}
-
-// Blocks returns Slurm's topology/block for the nodes: one block per
-// NVLink domain (Block.Domain), and BlockSizes: o.Sizes where given,
-// else inferred as NVIDIA topograph infers it for one level of domains
-// (docs/engines/slurm.md, "Automatic block-size inference"): with D the
-// smallest block's node count and N the number of blocks, [D, 2D, 4D,
-// …, 2^k·D], k = floor(log2 N). Slurm requires every block to hold at
-// least the first size and each size to be a power of two times the one
-// before (topology.conf(5), BlockSizes); given sizes that break either
-// rule are an error. Warnings name the nodes left out (in no domain,
-// with a name Slurm cannot take) and blocks smaller than the rest (a
-// domain with members missing, which sets D for all).
-func Blocks(nodes []Node, o BlockOptions) ([]Block, []int, []string, error) {
-	var warns, loose []string
-	members := make(map[string][]string)
-	for _, n := range slurmNodes(nodes, &warns) {
-		switch {
-		case n.Clique != "":
-			members["clique "+n.Clique] = append(members["clique "+n.Clique], n.Name)
-		case n.GPUMemoryFabric != "":
-			d := "gpu memory fabric " + n.GPUMemoryFabric
-			members[d] = append(members[d], n.Name)
-		default:
-			loose = append(loose, n.Name)
-		}
-	}
-	if len(loose) > 0 {
-		warns = append(warns, fmt.Sprintf("%d nodes are in no NVLink domain and are left out of the blocks: %s", len(loose), strings.Join(loose, ", ")))
-	}
-	if len(members) == 0 {
-		return nil, nil, warns, nil
-	}
-	domains := make([]string, 0, len(members))
-	for d := range members {
-		domains = append(domains, d)
-	}
-	sort.Strings(domains)
-	blocks := make([]Block, len(domains))
-	smallest, largest := len(nodes)+1, 0
-	for i, d := range domains {
-		blocks[i] = Block{Name: "block" + strconv.Itoa(i+1), Domain: d, Nodes: members[d]}
-		smallest = min(smallest, len(members[d]))
-		largest = max(largest, len(members[d]))
-	}
-	if smallest < largest {
-		for _, b := range blocks {
-			if len(b.Nodes) < largest {
-				warns = append(warns, fmt.Sprintf("%s (%s) has %d nodes, fewer than the %d of the largest block: members missing?",
-					b.Name, comment(b.Domain), len(b.Nodes), largest))
-			}
-		}
-	}
-	sizes := o.Sizes
-	if len(sizes) == 0 {
-		sizes = []int{smallest}
-		for k := bits.Len(uint(len(blocks))) - 1; k > 0; k-- {
-			sizes = append(sizes, sizes[len(sizes)-1]*2)
-		}
-	}
-	if err := checkBlockSizes(sizes, blocks); err != nil {
-		return nil, nil, warns, err
-	}
-	return blocks, sizes, warns, nil
-}
-
-// checkBlockSizes applies topology.conf(5)'s rules for BlockSizes.
-func checkBlockSizes(sizes []int, blocks []Block) error {
-	for i, s := range sizes {
-		if s < 1 {
-			return fmt.Errorf("block size %d: must be at least 1", s)
-		}
-		if i > 0 && (s <= sizes[i-1] || s%sizes[i-1] != 0 || bits.OnesCount(uint(s/sizes[i-1])) != 1) {
-			return fmt.Errorf("block sizes %s: %d is not a power of two times %d (Slurm's BlockSizes rule)", intList(sizes), s, sizes[i-1])
-		}
-	}
-	for _, b := range blocks {
-		if len(b.Nodes) < sizes[0] {
-			return fmt.Errorf("block sizes %s: %s (%s) has %d nodes, fewer than the base block size %d (Slurm wants every block at least that big)",
-				intList(sizes), b.Name, comment(b.Domain), len(b.Nodes), sizes[0])
-		}
-	}
-	return nil
-}
-
-func intList(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
-}
-
-// WriteBlocks writes blocks and sizes as topology.conf for
-// topology/block (topology.conf(5)): a comment naming each block's
-// domain, its BlockName line, and BlockSizes last.
-func WriteBlocks(w io.Writer, blocks []Block, sizes []int) error {
-	if len(blocks) == 0 || len(sizes) == 0 {
-		return errors.New("writing topology.conf: no blocks or no block sizes")
-	}
-	var b strings.Builder
-	b.WriteString("# Slurm topology.conf for TopologyPlugin=topology/block, written by gpuaffinity fleet slurm-block\n")
-	for _, bl := range blocks {
-		fmt.Fprintf(&b, "# %s: NVLink domain, %s\n", bl.Name, comment(bl.Domain))
-		fmt.Fprintf(&b, "BlockName=%s Nodes=%s\n", bl.Name, Hostlist(bl.Nodes))
-	}
-	fmt.Fprintf(&b, "BlockSizes=%s\n", intList(sizes))
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("writing topology.conf: %w", err)
-	}
-	return nil
-}
-
-// The topologies of topology.yaml (topology.yaml(5)); field order is the
-// file's ("topology" must be the first attribute).
-type yamlTopology struct {
-	Topology       string     `yaml:"topology"`
-	ClusterDefault bool       `yaml:"cluster_default"`
-	Block          *yamlBlock `yaml:"block,omitempty"`
-	Tree           *yamlTree  `yaml:"tree,omitempty"`
-}
-
-type yamlBlock struct {
-	BlockSizes []int           `yaml:"block_sizes"`
-	Blocks     []yamlBlockItem `yaml:"blocks"`
-}
-
-type yamlBlockItem struct {
-	Block string `yaml:"block"`
-	Nodes string `yaml:"nodes"`
-}
-
-type yamlTree struct {
-	Switches []yamlSwitch `yaml:"switches"`
-}
-
-type yamlSwitch struct {
-	Switch   string `yaml:"switch"`
-	Children string `yaml:"children,omitempty"`
-	Nodes    string `yaml:"nodes,omitempty"`
-}
-
-// Names of the topologies WriteTopologyYAML writes, for partitions'
-// Topology= to name.
-const (
-	TopologyNVLink  = "nvlink"
-	TopologyNetwork = "network"
-)
-
-// WriteTopologyYAML writes topology.yaml (Slurm 25.05 and newer;
-// topology.yaml(5)) with the block topology "nvlink" (blocks and sizes)
-// and the tree topology "network" (switches), whichever is non-empty.
-// "nvlink" is the cluster default where it is written, since an NVLink
-// domain is the tighter unit; partitions name the other with
-// Topology=network.
-func WriteTopologyYAML(w io.Writer, switches []Switch, blocks []Block, sizes []int) error {
-	var topos []yamlTopology
-	if len(blocks) > 0 {
-		yb := &yamlBlock{BlockSizes: sizes}
-		for _, b := range blocks {
-			yb.Blocks = append(yb.Blocks, yamlBlockItem{Block: b.Name, Nodes: Hostlist(b.Nodes)})
-		}
-		topos = append(topos, yamlTopology{Topology: TopologyNVLink, ClusterDefault: true, Block: yb})
-	}
-	if len(switches) > 0 {
-		yt := &yamlTree{}
-		for _, s := range switches {
-			ys := yamlSwitch{Switch: s.Name}
-			switch {
-			case len(s.Nodes) > 0:
-				ys.Nodes = Hostlist(s.Nodes)
-			case len(s.Switches) > 0:
-				ys.Children = Hostlist(s.Switches)
-			default:
-				return fmt.Errorf("switch %q: neither nodes nor switches", s.Name)
-			}
-			yt.Switches = append(yt.Switches, ys)
-		}
-		topos = append(topos, yamlTopology{Topology: TopologyNetwork, ClusterDefault: len(blocks) == 0, Tree: yt})
-	}
-	if len(topos) == 0 {
-		return errors.New("writing topology.yaml: no switches and no blocks")
-	}
-	var buf bytes.Buffer
-	buf.WriteString("# Slurm topology.yaml, written by gpuaffinity fleet slurm-yaml\n")
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(topos); err != nil {
-		return fmt.Errorf("encoding topology.yaml: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return fmt.Errorf("encoding topology.yaml: %w", err)
-	}
-	if _, err := w.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("writing topology.yaml: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,7 +264,7 @@ func TestTree(t *testing.T) {
 				{Name: "spine-" + hashSpine, ID: "spine", Tier: 1, Switches: []string{"leaf-r1", "leaf-r2"}},
 				{Name: "spine", ID: "spine", Tier: 2, Switches: []string{"spine-" + hashSpine}},
 			},
-			warns: []string{`switch "spine" is named twice (under different parents, or as the root); this one, under "", is spine-` + hashSpine},
+			warns: []string{`switch "spine" is named twice (under different parents, as the root, or as another switch's made name); this one, under "", is spine-` + hashSpine},
 		},
 		{
 			name:  "no nodes",
@@ -279,10 +280,11 @@ func TestTree(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, warns, err := Tree(tt.nodes, tt.opts)
+			plan, err := Tree(tt.nodes, tt.opts)
 			if err != nil {
 				t.Fatalf("Tree: %v", err)
 			}
+			got, warns := plan.Switches, plan.Warnings
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Tree switches (-want +got):\n%s", diff)
 			}
@@ -306,18 +308,20 @@ func checkWarns(t *testing.T, got, want []string) {
 
 func TestTreeWarningDetails(t *testing.T) {
 	// The untiered warning lists the nodes, sorted.
-	_, warns, err := Tree(append(siteNodes(), Node{Name: "u2"}, Node{Name: "u1"}), TreeOptions{})
+	plan, err := Tree(append(siteNodes(), Node{Name: "u2"}, Node{Name: "u1"}), TreeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	warns := plan.Warnings
 	if len(warns) != 1 || !strings.HasSuffix(warns[0], ": u1, u2") {
 		t.Errorf("warnings = %q, want one ending in the nodes \": u1, u2\"", warns)
 	}
 	// The double-named sub-block's warnings say the parent and the new name.
-	_, warns, err = Tree(gcpNodes(), TreeOptions{})
+	plan, err = Tree(gcpNodes(), TreeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	warns = plan.Warnings
 	joined := strings.Join(warns, "\n")
 	for _, want := range []string{
 		`under "blk-a", is sb-1-` + hashSb1BlkA,
@@ -331,9 +335,9 @@ func TestTreeWarningDetails(t *testing.T) {
 
 func TestTreeInvalidRoot(t *testing.T) {
 	for _, root := range []string{"bad root", "a,b", strings.Repeat("r", 65), "-r", "r[1]"} {
-		sw, _, err := Tree(siteNodes(), TreeOptions{Root: root})
+		plan, err := Tree(siteNodes(), TreeOptions{Root: root})
 		if err == nil {
-			t.Errorf("Tree(Root %q) = %v, want an error", root, sw)
+			t.Errorf("Tree(Root %q) = %v, want an error", root, plan.Switches)
 		}
 	}
 }
@@ -387,10 +391,6 @@ func TestWriteTree(t *testing.T) {
 				"# xabc: \"a\\nSwitchName=evil Nodes=n1\"\n" +
 				"SwitchName=xabc Nodes=n1\n",
 		},
-		{
-			name: "header only for no switches",
-			want: "# Slurm topology.conf for TopologyPlugin=topology/tree, written by gpuaffinity fleet slurm-tree\n",
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -400,6 +400,31 @@ func TestWriteTree(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, b.String()); diff != "" {
 				t.Errorf("WriteTree (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// What slurmctld would refuse is refused before a byte is written:
+	// no switch at all, two switches of one name (slurmctld: "fatal:
+	// Switch ... has already been defined"), a child defined nowhere.
+	for name, sws := range map[string][]Switch{
+		"no switches": nil,
+		"one name twice": {
+			{Name: "L", ID: "L", Nodes: []string{"n1"}},
+			{Name: "L", ID: "L-2", Nodes: []string{"n2"}},
+		},
+		"undefined child": {
+			{Name: "L", ID: "L", Nodes: []string{"n1"}},
+			{Name: "S", ID: "S", Switches: []string{"L", "M"}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			err := WriteTree(&b, sws)
+			if err == nil || !strings.Contains(err.Error(), "refusing to write a topology.conf slurmctld would not load") {
+				t.Errorf("WriteTree = %v, want a refusal", err)
+			}
+			if b.Len() != 0 {
+				t.Errorf("WriteTree wrote %q", b.String())
 			}
 		})
 	}
@@ -455,10 +480,11 @@ func cliqueNodes(sizes ...int) []Node {
 }
 
 func TestBlocks(t *testing.T) {
-	blocks, sizes, warns, err := Blocks(blockNodes(), BlockOptions{})
+	plan, err := Blocks(blockNodes(), BlockOptions{})
 	if err != nil {
 		t.Fatalf("Blocks: %v", err)
 	}
+	blocks, sizes, warns := plan.Blocks, plan.Sizes, plan.Warnings
 	wantBlocks := []Block{
 		{Name: "block1", Domain: "clique c0ffee.1", Nodes: []string{"n01", "n02", "n03", "n04"}},
 		{Name: "block2", Domain: "clique c0ffee.2", Nodes: []string{"n05", "n06", "n07", "n08", "n09"}},
@@ -467,7 +493,7 @@ func TestBlocks(t *testing.T) {
 	if diff := cmp.Diff(wantBlocks, blocks); diff != "" {
 		t.Errorf("blocks (-want +got):\n%s", diff)
 	}
-	// D = 4 (the smallest), N = 3: [4, 8].
+	// D = 4 (what most blocks hold), N = 3: [4, 8].
 	if diff := cmp.Diff([]int{4, 8}, sizes); diff != "" {
 		t.Errorf("sizes (-want +got):\n%s", diff)
 	}
@@ -501,10 +527,11 @@ func TestBlocksInferSizes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, sizes, warns, err := Blocks(cliqueNodes(tt.cliques...), BlockOptions{})
+			plan, err := Blocks(cliqueNodes(tt.cliques...), BlockOptions{})
 			if err != nil {
 				t.Fatalf("Blocks: %v", err)
 			}
+			sizes, warns := plan.Sizes, plan.Warnings
 			if diff := cmp.Diff(tt.want, sizes); diff != "" {
 				t.Errorf("sizes (-want +got):\n%s", diff)
 			}
@@ -515,19 +542,26 @@ func TestBlocksInferSizes(t *testing.T) {
 	}
 }
 
+// A short block (a rack with a tray down) does not lower every rack's
+// base size: D is the size most blocks hold, and the short block alone
+// is left out, its nodes named.
 func TestBlocksShortBlock(t *testing.T) {
-	blocks, sizes, warns, err := Blocks(cliqueNodes(4, 4, 2), BlockOptions{})
+	plan, err := Blocks(cliqueNodes(4, 4, 2), BlockOptions{})
 	if err != nil {
 		t.Fatalf("Blocks: %v", err)
 	}
-	if len(blocks) != 3 {
-		t.Errorf("got %d blocks, want 3", len(blocks))
+	if len(plan.Blocks) != 2 || plan.Blocks[0].Name != "block1" || plan.Blocks[1].Name != "block2" {
+		t.Errorf("blocks %v, want block1 and block2", plan.Blocks)
 	}
-	// The short block sets D for all: D = 2, N = 3.
-	if diff := cmp.Diff([]int{2, 4}, sizes); diff != "" {
+	if diff := cmp.Diff([]int{4, 8}, plan.Sizes); diff != "" {
 		t.Errorf("sizes (-want +got):\n%s", diff)
 	}
-	checkWarns(t, warns, []string{"block3 (clique u.3) has 2 nodes, fewer than the 4 of the largest block: members missing?"})
+	checkWarns(t, plan.Warnings, []string{"block3 (clique u.3) has 2 nodes, fewer than the base block size 4: left out (Slurm wants every block at least that big), its nodes in no block: c3-n1, c3-n2"})
+	// A tie between sizes takes the larger.
+	plan, err = Blocks(cliqueNodes(3, 2), BlockOptions{})
+	if err != nil || !slices.Equal(plan.Sizes, []int{3, 6}) || len(plan.Blocks) != 1 {
+		t.Errorf("Blocks(3, 2) = %v, %v, %v; want sizes 3,6 and one block", plan.Blocks, plan.Sizes, err)
+	}
 }
 
 func TestBlocksGivenSizes(t *testing.T) {
@@ -544,15 +578,16 @@ func TestBlocksGivenSizes(t *testing.T) {
 		{[]int{3, 6, 18}, "18 is not a power of two times 6"},
 		{[]int{3, 3}, "3 is not a power of two times 3"},
 		{[]int{6, 3}, "3 is not a power of two times 6"},
-		{[]int{4}, "has 3 nodes, fewer than the base block size 4"},
-		{[]int{4, 8}, "has 3 nodes, fewer than the base block size 4"},
+		{[]int{4}, "every block is under the base size 4: nothing to write"},
+		{[]int{4, 8}, "every block is under the base size 4: nothing to write"},
 		{[]int{0}, "block size 0: must be at least 1"},
 		{[]int{3, 0}, "block size 0: must be at least 1"},
 		{[]int{-2}, "block size -2: must be at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(intList(tt.sizes), func(t *testing.T) {
-			blocks, sizes, _, err := Blocks(cliqueNodes(3, 3), BlockOptions{Sizes: tt.sizes})
+			plan, err := Blocks(cliqueNodes(3, 3), BlockOptions{Sizes: tt.sizes})
+			blocks, sizes := plan.Blocks, plan.Sizes
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Blocks: %v", err)
@@ -576,7 +611,8 @@ func TestBlocksGivenSizes(t *testing.T) {
 }
 
 func TestBlocksNoDomains(t *testing.T) {
-	blocks, sizes, warns, err := Blocks([]Node{{Name: "a"}, {Name: "bad name", Clique: "u.1"}}, BlockOptions{})
+	plan, err := Blocks([]Node{{Name: "a"}, {Name: "bad name", Clique: "u.1"}}, BlockOptions{})
+	blocks, sizes, warns := plan.Blocks, plan.Sizes, plan.Warnings
 	if err != nil || blocks != nil || sizes != nil {
 		t.Fatalf("Blocks = %v, %v, %v; want nothing", blocks, sizes, err)
 	}
@@ -663,8 +699,10 @@ func TestWriteTopologyYAML(t *testing.T) {
       - 4
       - 8
     blocks:
+      # block1: NVLink domain, clique c0ffee.1
       - block: block1
         nodes: n[01-04]
+      # block2: NVLink domain, clique c0ffee.2
       - block: block2
         nodes: n[05-08]
 - topology: network
@@ -706,6 +744,7 @@ func TestWriteTopologyYAML(t *testing.T) {
     block_sizes:
       - 4
     blocks:
+      # block1: NVLink domain, clique c0ffee.1
       - block: block1
         nodes: n[01-04]
 `,
@@ -748,6 +787,24 @@ func TestWriteTopologyYAML(t *testing.T) {
 			t.Errorf("WriteTopologyYAML(nothing) wrote %q", b.String())
 		}
 	})
+	// Two switches of one name, or a block under the base size, are
+	// refused before a byte is written.
+	for name, args := range map[string]struct {
+		sws    []Switch
+		blocks []Block
+		sizes  []int
+	}{
+		"one name twice":  {sws: []Switch{{Name: "L", ID: "L", Nodes: []string{"n1"}}, {Name: "L", ID: "L-2", Nodes: []string{"n2"}}}},
+		"block too small": {blocks: []Block{{Name: "b1", Domain: "clique u.1", Nodes: []string{"n1"}}}, sizes: []int{2}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			err := WriteTopologyYAML(&b, args.sws, args.blocks, args.sizes)
+			if err == nil || !strings.Contains(err.Error(), "refusing to write a topology.yaml slurmctld would not load") || b.Len() != 0 {
+				t.Errorf("WriteTopologyYAML = %v, wrote %d bytes; want a refusal", err, b.Len())
+			}
+		})
+	}
 	t.Run("switch with nothing under it", func(t *testing.T) {
 		if err := WriteTopologyYAML(&bytes.Buffer{}, []Switch{{Name: "e", ID: "e"}}, nil, nil); err == nil {
 			t.Error("WriteTopologyYAML = nil, want an error")
@@ -764,13 +821,14 @@ func TestWriteTopologyYAML(t *testing.T) {
 // the peers have a leaf under, has no known leaf: it is left out with a
 // warning, and the peers' tree stays whole.
 func TestTreeMixedDepth(t *testing.T) {
-	sw, warns, err := Tree([]Node{
+	plan, err := Tree([]Node{
 		{Name: "a", Tiers: []string{"b1"}},
 		{Name: "b", Tiers: []string{"s1", "b1"}},
 	}, TreeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sw, warns := plan.Switches, plan.Warnings
 	want := []Switch{
 		{Name: "s1", ID: "s1", Tier: 0, Nodes: []string{"b"}},
 		{Name: "b1", ID: "b1", Tier: 1, Switches: []string{"s1"}},

@@ -5,12 +5,14 @@ package main
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-
+	"io"
+	"math"
 	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,36 +25,129 @@ import (
 )
 
 // report's exit statuses, as check's: 1 when a node drifts, a clique
-// misses a member or a group has no majority; 2 when the fleet could not
-// be read (Prometheus unreachable, no agent series), so that a caller
-// never takes "could not check" for "drifted", or for consistent.
+// misses a member, a group has no majority or a target is refused; 2
+// when the fleet could not be read (Prometheus unreachable, no agent
+// series), so that a caller never takes "could not check" for
+// "drifted", or for consistent.
 const (
 	fleetExitDrift      = 1
 	fleetExitCannotRead = 2
 )
 
+// inCluster is the Kubernetes client `labels --apply` uses (a test
+// points it at its own API server).
+var inCluster = kube.InCluster
+
 // fleetFlags are the flags every fleet subcommand shares: which
-// Prometheus to ask and how to name the nodes.
+// Prometheus to ask, how to name the nodes, and how much to read.
 type fleetFlags struct {
-	url, selector, nodeLabel string
-	timeout                  time.Duration
+	url, selector, nodeLabel, at, maxResponse string
+	timeout, lookback                         time.Duration
+	maxSeries                                 int
+	logQueries, skipRefused                   bool
 }
 
 func (f *fleetFlags) register(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
 	fs.StringVar(&f.url, "prometheus", cmp.Or(os.Getenv("GPUAFFINITY_PROMETHEUS_URL"), prom.DefaultURL),
 		"base URL of the Prometheus server that scrapes the agents (env GPUAFFINITY_PROMETHEUS_URL)")
-	fs.StringVar(&f.selector, "selector", "", `label matchers every query adds, e.g. '{job="gpuaffinity",cluster="a"}'`)
+	fs.StringVar(&f.selector, "selector", "", `label matchers every query of the agents' series adds, e.g. '{job="gpuaffinity",cluster="a"}'`)
 	fs.StringVar(&f.nodeLabel, "node-label", prom.DefaultNodeLabel,
-		"label whose value is the node's name: hostname (the agent's), node, instance (its port dropped) or any other")
+		"target label whose value is the node's name: auto (node where the target has it, else instance), node, instance (its port dropped) or another label Prometheus attaches to the target")
 	fs.DurationVar(&f.timeout, "timeout", prom.DefaultTimeout, "time all the queries may take together")
+	fs.DurationVar(&f.lookback, "lookback", prom.DefaultLookback, "a node not scraped now keeps the placement its series last had within this window")
+	fs.StringVar(&f.at, "time", "", "evaluate at this time (RFC 3339, or Unix seconds) instead of now")
+	fs.StringVar(&f.maxResponse, "max-response", byteFlag(prom.DefaultMaxResponseBytes), "the most one answer of Prometheus may hold, decompressed (KiB, MiB, GiB)")
+	fs.IntVar(&f.maxSeries, "max-series-per-node", prom.DefaultMaxSeriesPerNode, "the most series of one family one node may hold")
+	fs.BoolVar(&f.logQueries, "log-queries", false, "print each query, its time and size on stderr")
+	fs.BoolVar(&f.skipRefused, "skip-refused", false,
+		"go on without the targets refused for their identity (two targets naming one node, an agent naming another host); by default nothing is written or patched while any is")
 }
 
-// read asks Prometheus for the fleet; its warnings go to stderr.
-func (f *fleetFlags) read(cmd *cobra.Command) ([]fleet.Node, error) {
-	nodes, warnings, err := prom.Read(cmd.Context(), prom.Options{URL: f.url, Selector: f.selector, NodeLabel: f.nodeLabel, Timeout: f.timeout})
-	warn(cmd, warnings)
-	return nodes, err
+// read asks Prometheus for the fleet; its warnings and refusals go to
+// stderr. Refused targets are an error unless --skip-refused (or
+// report, which lists them).
+func (f *fleetFlags) read(cmd *cobra.Command, report bool) (prom.Fleet, error) {
+	fleetGC()
+	o := prom.Options{URL: f.url, Selector: f.selector, NodeLabel: f.nodeLabel, Timeout: f.timeout, Lookback: f.lookback,
+		MaxSeriesPerNode: f.maxSeries, Report: report}
+	var err error
+	if o.Time, err = parseTime(f.at); err != nil {
+		return prom.Fleet{}, fmt.Errorf("--time: %w", err)
+	}
+	if o.MaxResponseBytes, err = parseBytes(f.maxResponse); err != nil {
+		return prom.Fleet{}, fmt.Errorf("--max-response: %w", err)
+	}
+	if f.logQueries {
+		stderr := cmd.ErrOrStderr()
+		o.QueryLog = func(q prom.QueryStat) {
+			b, _ := json.Marshal(q)
+			fmt.Fprintf(stderr, "gpuaffinity fleet: query %s\n", b)
+		}
+	}
+	fl, err := prom.Read(cmd.Context(), o)
+	warn(cmd, fl.Warnings)
+	if err != nil {
+		return fl, err
+	}
+	for _, r := range fl.Refused {
+		fmt.Fprintln(cmd.ErrOrStderr(), "gpuaffinity fleet: refused:", r)
+	}
+	if len(fl.Refused) > 0 && !f.skipRefused && !report {
+		return fl, fmt.Errorf("%d targets refused (named above): nothing written; fix them, or run with --skip-refused to go on without them (docs/fleet.md, \"Node identity\")", len(fl.Refused))
+	}
+	return fl, nil
+}
+
+// fleetGC gives the fleet commands the collector's defaults (unless
+// GOGC or GOMEMLIMIT say otherwise): commandGC's limit suits a command
+// that allocates a few megabytes, not one that reads a fleet of 50,000
+// nodes, which past it would collect back to back.
+func fleetGC() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(100)
+	}
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
+}
+
+// parseTime reads RFC 3339 or Unix seconds; "" is the zero time (now).
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) {
+		return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-12-05T10:00:00Z) or Unix seconds", s)
+	}
+	return time.UnixMilli(int64(v * 1000)), nil
+}
+
+// parseBytes reads a size: a number of bytes, or of KiB, MiB or GiB.
+func parseBytes(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if n, ok := strings.CutSuffix(num, suffix); ok {
+			num, mult = strings.TrimSpace(n), m
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v <= 0 || v > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q: want a positive size (bytes, or KiB, MiB, GiB)", s)
+	}
+	return v * mult, nil
+}
+
+// byteFlag is n as parseBytes reads it.
+func byteFlag(n int64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func warn(cmd *cobra.Command, warnings []string) {
@@ -70,6 +165,86 @@ func writeOut(cmd *cobra.Command, file string, data []byte) error {
 	return atomicfile.Write(file, data, 0o644)
 }
 
+// writerFlags are the flags of the subcommands that write a Slurm file:
+// where, the previous file to compare with, and the guard.
+type writerFlags struct {
+	out, previous, maxDrop string
+	force                  bool
+}
+
+func (w *writerFlags) register(cmd *cobra.Command) {
+	outputFileFlag(cmd, &w.out, "write to FILE (atomically) instead of stdout; the file there is the previous one unless --previous names another")
+	cmd.Flags().StringVar(&w.previous, "previous", "", "the file an earlier run wrote, to compare with (default: the -f file where it exists)")
+	cmd.Flags().StringVar(&w.maxDrop, "max-drop", fleet.DefaultMaxDrop.String(), "the most nodes of the previous file a run may drop without --force: a count, or a percentage")
+	cmd.Flags().BoolVar(&w.force, "force", false, "write even where the change is larger than --max-drop, BlockSizes change, or the previous file does not parse")
+}
+
+// guard is the flags' fleet.Guard.
+func (w *writerFlags) guard() (fleet.Guard, error) {
+	t, err := fleet.ParseThreshold(w.maxDrop)
+	if err != nil {
+		return fleet.Guard{}, fmt.Errorf("--max-drop: %w", err)
+	}
+	return fleet.Guard{MaxDrop: t, Force: w.force}, nil
+}
+
+// maxPreviousFile bounds the previous file read (a 50,000-node
+// topology.conf is about 2 MB).
+const maxPreviousFile = 64 << 20
+
+// readPrevious returns the previous file's content: --previous, else the
+// -f file; nil where there is none yet.
+func (w *writerFlags) readPrevious() ([]byte, error) {
+	path, explicit := w.previous, w.previous != ""
+	if !explicit {
+		path = w.out
+	}
+	if path == "" {
+		return nil, nil
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && !explicit:
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("previous file: %w", err)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("previous file %s: not a regular file", path)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("previous file: %w", err)
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxPreviousFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("previous file %s: %w", path, err)
+	}
+	if len(data) > maxPreviousFile {
+		return nil, fmt.Errorf("previous file %s: over %d MiB", path, maxPreviousFile>>20)
+	}
+	return data, nil
+}
+
+// writeFile runs plan, a writer's planning with the previous file, and
+// writes what it returns.
+func (w *writerFlags) writeFile(cmd *cobra.Command, name string, plan func(previous []byte, g fleet.Guard) ([]byte, []string, error)) error {
+	g, err := w.guard()
+	if err != nil {
+		return err
+	}
+	prev, err := w.readPrevious()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	data, warnings, err := plan(prev, g)
+	warn(cmd, warnings)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return writeOut(cmd, w.out, data)
+}
+
 func newFleetCmd(*globals) *cobra.Command {
 	var f fleetFlags
 	cmd := &cobra.Command{
@@ -81,10 +256,12 @@ and RDMA series) from a Prometheus server's HTTP API and writes what the
 schedulers read: Slurm's topology.conf (topology/tree from the network tiers,
 topology/block from the NVLink cliques) and topology.yaml, Kubernetes node
 labels, and a report of the nodes that differ from the other nodes of their
-model. It runs anywhere that reaches Prometheus: a login node, a CronJob
-(docs/fleet.md).`,
+model. A node's name is the one Prometheus gives its scrape target, never one
+its agent claims; a node not scraped now keeps its place for --lookback; a
+file replaces the previous one only within --max-drop. It runs anywhere that
+reaches Prometheus: a login node, a CronJob (docs/fleet.md).`,
 		Example: `  gpuaffinity fleet report --prometheus http://prometheus:9090
-  gpuaffinity fleet slurm-tree --node-label node -f /etc/slurm/topology.conf`,
+  gpuaffinity fleet slurm-tree -f /etc/slurm/topology.conf`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -94,7 +271,8 @@ model. It runs anywhere that reaches Prometheus: a login node, a CronJob
 }
 
 func newFleetTreeCmd(f *fleetFlags) *cobra.Command {
-	var out, root string
+	var w writerFlags
+	var root string
 	cmd := &cobra.Command{
 		Use:   "slurm-tree",
 		Short: "Write Slurm's topology.conf for topology/tree from the nodes' network tiers",
@@ -102,106 +280,81 @@ func newFleetTreeCmd(f *fleetFlags) *cobra.Command {
 line per switch (or cloud group of switches) the nodes' tiers name, leaves with
 their Nodes=, upper switches with their Switches=. Nodes without tiers are left
 out, with a warning. With --root, one switch over the top-level ones joins them
-(a job may then span them).`,
+(a job may then span them). The file is checked with Slurm's rules before it is
+written, and compared with the previous one: a node whose tiers are empty now
+keeps its switch, and more dropped nodes than --max-drop need --force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nodes, err := f.read(cmd)
+			fl, err := f.read(cmd, false)
 			if err != nil {
 				return err
 			}
-			sw, warnings, err := fleet.Tree(nodes, fleet.TreeOptions{Root: root})
-			warn(cmd, warnings)
-			if err != nil {
-				return fmt.Errorf("slurm-tree: %w", err)
-			}
-			if len(sw) == 0 {
-				return errors.New("slurm-tree: no node has network tiers: nothing to write (see the agent's --placement flags)")
-			}
-			var buf bytes.Buffer
-			if err := fleet.WriteTree(&buf, sw); err != nil {
-				return err
-			}
-			return writeOut(cmd, out, buf.Bytes())
+			return w.writeFile(cmd, "slurm-tree", func(prev []byte, g fleet.Guard) ([]byte, []string, error) {
+				data, plan, err := fleet.TreeFile(fl.Nodes, prev, fleet.TreeOptions{Root: root, Keep: fl.Unresolved}, g)
+				return data, plan.Warnings, err
+			})
 		},
 	}
-	outputFileFlag(cmd, &out, "write to FILE (atomically) instead of stdout")
+	w.register(cmd)
 	cmd.Flags().StringVar(&root, "root", "", "name of a switch over every top-level switch (\"\": none)")
 	return cmd
 }
 
 func newFleetBlockCmd(f *fleetFlags) *cobra.Command {
-	var out string
+	var w writerFlags
 	var sizes []int
 	cmd := &cobra.Command{
 		Use:   "slurm-block",
 		Short: "Write Slurm's topology.conf for topology/block: one block per NVLink domain",
 		Long: `slurm-block writes topology.conf for Slurm's topology/block plugin (Slurm
 23.11 and newer): a BlockName line per NVLink clique (GB200/GB300 NVL72 and the
-like; OCI's GPU memory fabric where NVML names none) and BlockSizes.`,
+like; OCI's GPU memory fabric where NVML names none) and BlockSizes. Block names
+and BlockSizes are kept from the previous file; a block under the base size is
+left out alone, with a warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nodes, err := f.read(cmd)
+			fl, err := f.read(cmd, false)
 			if err != nil {
 				return err
 			}
-			blocks, bs, warnings, err := fleet.Blocks(nodes, fleet.BlockOptions{Sizes: sizes})
-			warn(cmd, warnings)
-			if err != nil {
-				return fmt.Errorf("slurm-block: %w", err)
-			}
-			if len(blocks) == 0 {
-				return errors.New("slurm-block: no node is in an NVLink clique: nothing to write")
-			}
-			var buf bytes.Buffer
-			if err := fleet.WriteBlocks(&buf, blocks, bs); err != nil {
-				return err
-			}
-			return writeOut(cmd, out, buf.Bytes())
+			return w.writeFile(cmd, "slurm-block", func(prev []byte, g fleet.Guard) ([]byte, []string, error) {
+				data, plan, err := fleet.BlockFile(fl.Nodes, prev, fleet.BlockOptions{Sizes: sizes, Keep: fl.Unresolved}, g)
+				return data, plan.Warnings, err
+			})
 		},
 	}
-	outputFileFlag(cmd, &out, "write to FILE (atomically) instead of stdout")
-	cmd.Flags().IntSliceVar(&sizes, "block-sizes", nil, "BlockSizes= (default: inferred from the blocks, docs/fleet.md)")
+	w.register(cmd)
+	cmd.Flags().IntSliceVar(&sizes, "block-sizes", nil, "BlockSizes= (default: the previous file's, else inferred from the blocks, docs/fleet.md)")
 	return cmd
 }
 
 func newFleetYAMLCmd(f *fleetFlags) *cobra.Command {
-	var out, root string
+	var w writerFlags
+	var root string
 	var sizes []int
 	cmd := &cobra.Command{
 		Use:   "slurm-yaml",
 		Short: "Write Slurm's topology.yaml: the tree and the NVLink block topology",
 		Long: `slurm-yaml writes topology.yaml (Slurm 25.05 and newer), which names several
 topologies: the tree of slurm-tree and the blocks of slurm-block, whichever the
-fleet has; the block topology is the cluster default where there is one.`,
+fleet has; the block topology is the cluster default where there is one. Each
+is planned and guarded against its topology in the previous file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nodes, err := f.read(cmd)
+			fl, err := f.read(cmd, false)
 			if err != nil {
 				return err
 			}
-			sw, w1, err := fleet.Tree(nodes, fleet.TreeOptions{Root: root})
-			warn(cmd, w1)
-			if err != nil {
-				return fmt.Errorf("slurm-yaml: %w", err)
-			}
-			blocks, bs, w2, err := fleet.Blocks(nodes, fleet.BlockOptions{Sizes: sizes})
-			warn(cmd, w2)
-			if err != nil {
-				return fmt.Errorf("slurm-yaml: %w", err)
-			}
-			if len(sw) == 0 && len(blocks) == 0 {
-				return errors.New("slurm-yaml: no node has network tiers or an NVLink clique: nothing to write")
-			}
-			var buf bytes.Buffer
-			if err := fleet.WriteTopologyYAML(&buf, sw, blocks, bs); err != nil {
-				return err
-			}
-			return writeOut(cmd, out, buf.Bytes())
+			return w.writeFile(cmd, "slurm-yaml", func(prev []byte, g fleet.Guard) ([]byte, []string, error) {
+				data, tp, bp, err := fleet.YAMLFile(fl.Nodes, prev, fleet.TreeOptions{Root: root, Keep: fl.Unresolved},
+					fleet.BlockOptions{Sizes: sizes, Keep: fl.Unresolved}, g)
+				return data, append(tp.Warnings, bp.Warnings...), err
+			})
 		},
 	}
-	outputFileFlag(cmd, &out, "write to FILE (atomically) instead of stdout")
+	w.register(cmd)
 	cmd.Flags().StringVar(&root, "root", "", "name of a switch over every top-level switch of the tree (\"\": none)")
-	cmd.Flags().IntSliceVar(&sizes, "block-sizes", nil, "block_sizes (default: inferred from the blocks, docs/fleet.md)")
+	cmd.Flags().IntSliceVar(&sizes, "block-sizes", nil, "block_sizes (default: the previous file's, else inferred from the blocks, docs/fleet.md)")
 	return cmd
 }
 
@@ -217,9 +370,10 @@ oci.oraclecloud.com/rdma.*), nvidia.com/gpu.clique, gpuaffinity.io/network.tier-
 elsewhere; with --scheme topograph NVIDIA topograph's keys. It prints kubectl
 commands (-o kubectl) or a JSON patch list (-o json); --apply patches the nodes
 through the Kubernetes API instead (in a pod: its service account, which needs
-patch on nodes; docs/fleet.md). The scheme owns its keys: --apply also deletes
-those a node no longer has (-o json lists them as "remove"); the kubectl
-commands only set labels.`,
+get, list and patch on nodes; docs/fleet.md). --apply records the keys it sets
+in the node's gpuaffinity.io/fleet-labels annotation and deletes only those,
+never a key another component owns (GKE's, OKE's, GPU Feature Discovery's) and
+never because a node's series are missing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := fleet.ParseScheme(scheme)
@@ -229,19 +383,19 @@ commands only set labels.`,
 			if format != "kubectl" && format != "json" {
 				return fmt.Errorf("-o %q: want kubectl or json", format)
 			}
-			nodes, err := f.read(cmd)
+			fl, err := f.read(cmd, false)
 			if err != nil {
 				return err
 			}
 			if apply {
-				return applyLabels(cmd, nodes, s)
+				return applyLabels(cmd, fl.Nodes, s)
 			}
 			var buf bytes.Buffer
 			var warnings []string
 			if format == "json" {
-				warnings, err = fleet.WriteJSON(&buf, nodes, s)
+				warnings, err = fleet.WriteJSON(&buf, fl.Nodes, s)
 			} else {
-				warnings, err = fleet.WriteKubectl(&buf, nodes, s)
+				warnings, err = fleet.WriteKubectl(&buf, fl.Nodes, s)
 			}
 			warn(cmd, warnings)
 			if err != nil {
@@ -257,32 +411,30 @@ commands only set labels.`,
 	return cmd
 }
 
-// applyLabels patches every node's labels through the in-cluster API; a
-// node it cannot patch is a warning, and the command fails when any was.
+// applyLabels patches the nodes' labels through the in-cluster API
+// (kube.Apply); a node it cannot patch is a warning, and the command
+// fails when any was.
 func applyLabels(cmd *cobra.Command, nodes []fleet.Node, s fleet.Scheme) error {
-	c, err := kube.InCluster()
+	c, err := inCluster()
 	if err != nil {
 		return fmt.Errorf("labels --apply: %w", err)
 	}
-	patches, warnings, err := fleet.Patches(nodes, s)
-	warn(cmd, warnings)
+	r, err := kube.Apply(cmd.Context(), c, nodes, s, kube.ApplyOptions{})
+	warn(cmd, r.Warnings)
 	if err != nil {
 		return fmt.Errorf("labels --apply: %w", err)
 	}
-	failed := 0
-	for _, p := range patches {
-		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-		err := c.PatchNode(ctx, p.Node, p.Body())
-		cancel()
-		if err != nil {
-			failed++
-			warn(cmd, []string{err.Error()})
-			continue
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "labelled node %s: %d labels set, %d cleared\n", p.Node, len(p.Labels), len(p.Remove))
+	warn(cmd, r.Failed)
+	if len(r.Absent) > 0 {
+		warn(cmd, []string{fmt.Sprintf("%d nodes of the fleet are not Kubernetes nodes: %s", len(r.Absent), strings.Join(r.Absent, ", "))})
 	}
-	if failed > 0 {
-		return fmt.Errorf("labels --apply: %d of %d nodes not labelled", failed, len(patches))
+	for _, n := range r.Patched {
+		fmt.Fprintf(cmd.OutOrStdout(), "labelled node %s\n", n)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "labels --apply: %d nodes patched, %d unchanged, %d failed; %d Kubernetes nodes without agent series left as they are\n",
+		len(r.Patched), r.Unchanged, len(r.Failed), r.NoAgent)
+	if len(r.Failed) > 0 {
+		return fmt.Errorf("labels --apply: %d of %d nodes not labelled", len(r.Failed), len(r.Failed)+len(r.Patched))
 	}
 	return nil
 }
@@ -296,18 +448,23 @@ func newFleetReportCmd(f *fleetFlags) *cobra.Command {
 layout (GPUs, GPU↔NIC pairs, NIC roles and fabrics) or NIC firmware differs
 from what a strict majority of its group has, with each fact that differs; and
 every NVLink clique with fewer nodes reporting than its IMEX node list holds.
-Exit status 1 when it finds any, or a group has no majority; 2 when the fleet
-could not be read (Prometheus unreachable, no agent series).`,
+Nodes not scraped now but within --lookback are listed as stale, not compared,
+and still count as their clique's members. Exit status 1 when it finds any
+drift, missing member, group without a majority or refused target; 2 when the
+fleet could not be read (Prometheus unreachable, no agent series).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
 				return fmt.Errorf("-o %q: want text or json", format)
 			}
-			nodes, err := f.read(cmd)
+			fl, err := f.read(cmd, true)
 			if err != nil {
 				return exitError{code: fleetExitCannotRead, err: err}
 			}
-			rep := fleet.Consistency(nodes)
+			rep := fleet.Consistency(fl.Nodes)
+			for _, r := range fl.Refused {
+				rep.Refused = append(rep.Refused, r.String())
+			}
 			var buf bytes.Buffer
 			if format == "json" {
 				enc := json.NewEncoder(&buf)
@@ -323,7 +480,7 @@ could not be read (Prometheus unreachable, no agent series).`,
 				return err
 			}
 			if !rep.OK() {
-				return exitError{code: fleetExitDrift, err: errors.New("report: " + reportSummary(rep))}
+				return exitError{code: fleetExitDrift, err: errors.New("report: " + rep.Summary())}
 			}
 			return nil
 		},
@@ -331,33 +488,4 @@ could not be read (Prometheus unreachable, no agent series).`,
 	cmd.Flags().StringVarP(&out, "output-file", "f", "", "write to FILE (atomically) instead of stdout")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text or json")
 	return cmd
-}
-
-// reportSummary is the one line report's failure says.
-func reportSummary(r fleet.Report) string {
-	var drifted, missing, nomaj []string
-	for _, g := range r.Groups {
-		for _, d := range g.Drifted {
-			drifted = append(drifted, d.Node)
-		}
-		if g.NoMajority {
-			nomaj = append(nomaj, g.Group)
-		}
-	}
-	for _, c := range r.Cliques {
-		if c.Missing > 0 {
-			missing = append(missing, c.Clique)
-		}
-	}
-	var parts []string
-	if len(drifted) > 0 {
-		parts = append(parts, "drifted: "+strings.Join(drifted, ", "))
-	}
-	if len(missing) > 0 {
-		parts = append(parts, "cliques missing members: "+strings.Join(missing, ", "))
-	}
-	if len(nomaj) > 0 {
-		parts = append(parts, "no majority in: "+strings.Join(nomaj, ", "))
-	}
-	return strings.Join(parts, "; ")
 }

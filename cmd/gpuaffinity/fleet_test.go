@@ -5,25 +5,33 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuaffinity/gpuaffinity/agent"
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/fleet/kube"
 	"github.com/gpuaffinity/gpuaffinity/fleet/prom"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/promtest"
@@ -170,8 +178,8 @@ func metadataServer(t *testing.T, n fleetNode) string {
 }
 
 // startFleetAgent runs the agent in this process on node's root,
-// serving addr; it stops when the test ends.
-func startFleetAgent(t *testing.T, n fleetNode, root, addr string) {
+// serving addr; it stops when the test ends, or when stop is called.
+func startFleetAgent(t *testing.T, n fleetNode, root, addr string) (stop func()) {
 	t.Helper()
 	pl := agent.PlacementOptions{Cloud: agent.PlacementAuto, BaseURL: metadataServer(t, n), Timeout: 5 * time.Second, Switches: n.Switches}
 	if n.PhysicalHost == "" && n.OCI == nil {
@@ -189,49 +197,73 @@ func startFleetAgent(t *testing.T, n fleetNode, root, addr string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("agent %s: %v", n.Name, err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("agent %s: %v", n.Name, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestFleet is the fleet view end to end: eleven agents on loopback, each
 // on its own fixture (testdata/fleet/fleet.yaml: two GB200 NVL72 racks on
 // a site's InfiniBand tree, a GCP block layout read from a fake GCE
 // metadata server, an OCI layout from a fake IMDS, one drifted node),
-// scraped by a real Prometheus; every `gpuaffinity fleet` output is
-// compared with the hand-written file of testdata/fleet, and a real
-// slurmctld runs with the generated tree.
+// scraped by a real Prometheus that gives each target the node label the
+// shipped ServiceMonitor gives it (here as static target labels, as a
+// file_sd file would); every `gpuaffinity fleet` output is compared with
+// the hand-written file of testdata/fleet, and a real slurmctld runs
+// with the generated tree. Then, with the defaults: a node whose agent
+// is down for two scrapes keeps its place and its labels (--apply sends
+// no delete for it and never touches another component's label), and a
+// twelfth agent that claims gb200-a1's host name is refused.
+//
+// Every command evaluates at one time T chosen when Prometheus held what
+// the phase needs (--time), so a scrape that fails on a loaded machine
+// after T changes nothing the test reads.
 func TestFleet(t *testing.T) {
 	promtest.Binary(t)
 	fx := loadFleetFixture(t)
 	dir := t.TempDir()
-	addrs := make([]string, len(fx.Nodes))
-	for i := range fx.Nodes {
-		addrs[i] = promtest.FreeAddr(t)
+	targets := make([]promtest.Target, len(fx.Nodes))
+	for i, n := range fx.Nodes {
+		targets[i] = promtest.Target{Addr: promtest.FreeAddr(t), Labels: map[string]string{"node": n.Name}}
 	}
+	// The impostor: gb200-a1's fixture and host name, another target.
+	impostor := fleetNode{Name: "gb200-a1", Machine: "gb200-nvl72-tray", Switches: []string{"ib-leaf-09", "ib-spine-09"}}
+	impostorTarget := promtest.Target{Addr: promtest.FreeAddr(t), Labels: map[string]string{"node": "impostor-1"}}
 	// Prometheus first: it applies its targets up to 5 s after it starts.
-	srv := promtest.Start(t, "gpuaffinity", addrs...)
+	srv := promtest.StartTargets(t, "gpuaffinity", append(slices.Clone(targets), impostorTarget)...)
 	var wg sync.WaitGroup
-	for _, n := range fx.Nodes {
+	for _, n := range append(slices.Clone(fx.Nodes), impostor) {
+		root := n.Name
+		if n.Name == impostor.Name && len(n.Switches) > 0 && n.Switches[0] == "ib-leaf-09" {
+			root = "impostor-1"
+		}
 		wg.Add(1)
-		go func() { defer wg.Done(); buildFleetNode(t, n, filepath.Join(dir, n.Name)) }()
+		go func() { defer wg.Done(); buildFleetNode(t, n, filepath.Join(dir, root)) }()
 	}
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
+	stops := map[string]func(){}
 	for i, n := range fx.Nodes {
-		startFleetAgent(t, n, filepath.Join(dir, n.Name), addrs[i])
+		stops[n.Name] = startFleetAgent(t, n, filepath.Join(dir, n.Name), targets[i].Addr)
 	}
-	srv.WaitScrapes(t, 1, 60*time.Second)
-	waitFleetSeries(t, srv, len(fx.Nodes))
+	names := make([]string, len(fx.Nodes))
+	for i, n := range fx.Nodes {
+		names[i] = n.Name
+	}
+	at := waitFleetAt(t, srv, names, nil)
 
-	p := []string{"--prometheus", srv.URL}
-	fleetRun := func(args ...string) (stdout, stderr string, err error) {
-		return runErr(t, append(append([]string{"fleet"}, args...), p...)...)
+	fleetRun := func(at time.Time, args ...string) (stdout, stderr string, err error) {
+		return runErr(t, append(append([]string{"fleet"}, args...), "--prometheus", srv.URL, "--time", at.Format(time.RFC3339Nano))...)
 	}
 	check := func(name, got string) {
 		t.Helper()
@@ -243,46 +275,76 @@ func TestFleet(t *testing.T) {
 			t.Errorf("%s differs from testdata/fleet/%s:\n--- got\n%s--- want\n%s", name, name, got, want)
 		}
 	}
+	// goldens checks every writer's output at at; the -o json patch
+	// list lists no removals for a stale node (nothing is deleted because
+	// a node's series are missing).
+	goldens := func(at time.Time, phase string, stale []string, extra ...string) string {
+		t.Helper()
+		tree, stderr, err := fleetRun(at, append([]string{"slurm-tree"}, extra...)...)
+		if err != nil {
+			t.Fatalf("%s: slurm-tree: %v\n%s", phase, err, stderr)
+		}
+		check("topology-tree.conf", tree)
+		out, stderr, err := fleetRun(at, append([]string{"slurm-block"}, extra...)...)
+		if err != nil {
+			t.Fatalf("%s: slurm-block: %v\n%s", phase, err, stderr)
+		}
+		check("topology-block.conf", out)
+		if want := "7 nodes are in no NVLink domain and are left out of the blocks: gcp-u1, gcp-u2, gcp-u3, gcp-u4, gcp-u5, oci-h1, oci-h2"; !strings.Contains(stderr, want) {
+			t.Errorf("%s: slurm-block stderr lacks %q:\n%s", phase, want, stderr)
+		}
+		out, stderr, err = fleetRun(at, append([]string{"slurm-yaml"}, extra...)...)
+		if err != nil {
+			t.Fatalf("%s: slurm-yaml: %v\n%s", phase, err, stderr)
+		}
+		check("topology.yaml", out)
+		out, stderr, err = fleetRun(at, append([]string{"labels"}, extra...)...)
+		if err != nil {
+			t.Fatalf("%s: labels: %v\n%s", phase, err, stderr)
+		}
+		check("labels-cloud.sh", out)
+		out, stderr, err = fleetRun(at, append([]string{"labels", "--scheme", "topograph", "-o", "json"}, extra...)...)
+		if err != nil {
+			t.Fatalf("%s: labels --scheme topograph: %v\n%s", phase, err, stderr)
+		}
+		if len(stale) == 0 {
+			check("labels-topograph.json", out)
+			return tree
+		}
+		want, err := os.ReadFile(filepath.Join("testdata", "fleet", "labels-topograph.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, wantList []fleet.Patch
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: labels -o json: %v", phase, err)
+		}
+		json.Unmarshal(want, &wantList)
+		for i := range wantList {
+			if slices.Contains(stale, wantList[i].Node) {
+				wantList[i].Remove = nil
+			}
+		}
+		if d := cmp.Diff(wantList, got, cmpopts.IgnoreUnexported(fleet.Patch{})); d != "" {
+			t.Errorf("%s: labels -o json (-want +got):\n%s", phase, d)
+		}
+		return tree
+	}
 
-	tree, stderr, err := fleetRun("slurm-tree")
-	if err != nil || stderr != "" {
-		t.Fatalf("slurm-tree: %v, stderr %q", err, stderr)
+	tree := goldens(at, "all scraped", nil)
+	_, stderr, _ := fleetRun(at, "slurm-tree")
+	if stderr != "" {
+		t.Errorf("slurm-tree with every node scraped warns:\n%s", stderr)
 	}
-	check("topology-tree.conf", tree)
-
-	out, stderr, err := fleetRun("slurm-block")
-	if err != nil {
-		t.Fatalf("slurm-block: %v\n%s", err, stderr)
-	}
-	check("topology-block.conf", out)
-	if want := "7 nodes are in no NVLink domain and are left out of the blocks: gcp-u1, gcp-u2, gcp-u3, gcp-u4, gcp-u5, oci-h1, oci-h2"; !strings.Contains(stderr, want) {
-		t.Errorf("slurm-block stderr lacks %q:\n%s", want, stderr)
-	}
-	out, _, err = fleetRun("slurm-yaml")
-	if err != nil {
-		t.Fatalf("slurm-yaml: %v", err)
-	}
-	check("topology.yaml", out)
-
-	out, stderr, err = fleetRun("labels")
-	if err != nil || stderr != "" {
-		t.Fatalf("labels: %v, stderr %q", err, stderr)
-	}
-	check("labels-cloud.sh", out)
-	out, _, err = fleetRun("labels", "--scheme", "topograph", "-o", "json")
-	if err != nil {
-		t.Fatalf("labels --scheme topograph: %v", err)
-	}
-	check("labels-topograph.json", out)
 
 	// The report names exactly the drifted node: exit status 1.
-	out, _, err = fleetRun("report")
+	out, _, err := fleetRun(at, "report")
 	var ee exitError
 	if !errors.As(err, &ee) || ee.code != fleetExitDrift || !strings.Contains(err.Error(), "drifted: gcp-u4") {
 		t.Errorf("report: err = %v, want exit %d naming gcp-u4", err, fleetExitDrift)
 	}
 	check("report.txt", digestRE.ReplaceAllString(out, "<digest>"))
-	js, _, _ := fleetRun("report", "-o", "json")
+	js, _, _ := fleetRun(at, "report", "-o", "json")
 	var rep fleet.Report
 	if err := json.Unmarshal([]byte(js), &rep); err != nil {
 		t.Fatalf("report -o json: %v\n%s", err, js)
@@ -297,8 +359,173 @@ func TestFleet(t *testing.T) {
 		t.Errorf("report -o json: drifted %q, want [gcp-u4]", drifted)
 	}
 
-	checkFleetDigests(t, srv.URL, fx, dir)
+	checkFleetDigests(t, srv.URL, at, fx, dir)
 	checkTreeInSlurm(t, tree, fx)
+
+	// gb200-a2's agent stops (a restart, a rollout): two scrapes later
+	// Prometheus has marked its series stale. Every file is the same,
+	// the report lists it as stale and its clique whole, and --apply
+	// deletes none of its labels.
+	stops["gb200-a2"]()
+	at2 := waitFleetAt(t, srv, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "gb200-a2" }), []string{"gb200-a2"})
+	goldens(at2, "gb200-a2 down", []string{"gb200-a2"})
+	out, _, err = fleetRun(at2, "report")
+	if !errors.As(err, &ee) || ee.code != fleetExitDrift || !strings.Contains(err.Error(), "drifted: gcp-u4") || strings.Contains(err.Error(), "missing") {
+		t.Errorf("report with gb200-a2 down: err = %v, want exit %d naming gcp-u4 alone", err, fleetExitDrift)
+	}
+	for _, want := range []string{
+		"STALE gb200-a2: not scraped now",
+		"CLIQUE 5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845.32766: 2 nodes, IMEX lists 2, 0 missing: gb200-a1 gb200-a2",
+		"GROUP GB200 NVL / NVIDIA GB200: 3 nodes",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report with gb200-a2 down lacks %q:\n%s", want, out)
+		}
+	}
+	checkApply(t, fleetRun, at2)
+
+	// The impostor's agent starts: its target is impostor-1, its agent
+	// says it is gb200-a1. With the defaults nothing is written and the
+	// refusal names it; with --skip-refused gb200-a1 keeps its own place.
+	startFleetAgent(t, impostor, filepath.Join(dir, "impostor-1"), impostorTarget.Addr)
+	at3 := waitFleetAt(t, srv, append(slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "gb200-a2" }), "impostor-1"), nil)
+	out, stderr, err = fleetRun(at3, "slurm-tree")
+	if err == nil || out != "" || !strings.Contains(stderr, `(node "impostor-1"): its agent reports host name "gb200-a1": refused`) {
+		t.Errorf("slurm-tree with an impostor: err %v, stdout %q, stderr:\n%s\nwant a refusal naming it and nothing written", err, out, stderr)
+	}
+	goldens(at3, "impostor", []string{"gb200-a2"}, "--skip-refused")
+}
+
+// checkApply runs `labels --apply` against a fake API server whose nodes
+// hold the labels testdata/fleet/labels-cloud.sh sets, with these
+// differences: gb200-a1 holds a gpuaffinity.io/host-id an earlier run
+// set (its annotation lists it) that no longer holds; gb200-a2 (its
+// agent down) an earlier run's network.tier-2; gb200-b1 a GPU Feature
+// Discovery clique other than its agent's; gcp-u1 lacks GKE's host key;
+// login-1 is no fleet node. The patches: gb200-a1 deletes host-id;
+// gcp-u1 sets the host key and records it; nothing else is patched, no
+// patch deletes a label of gb200-a2, none touches gb200-b1's clique.
+func checkApply(t *testing.T, fleetRun func(time.Time, ...string) (string, string, error), at time.Time) {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join("testdata", "fleet", "labels-cloud.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type knode struct {
+		labels, annotations map[string]string
+	}
+	nodes := map[string]*knode{"login-1": {labels: map[string]string{"kubernetes.io/os": "linux"}}}
+	for _, line := range strings.Split(strings.TrimSpace(string(script)), "\n") {
+		f := strings.Fields(line) // kubectl label node NAME --overwrite K=V...
+		n := &knode{labels: map[string]string{"kubernetes.io/os": "linux"}, annotations: map[string]string{}}
+		var own []string
+		for _, kv := range f[5:] {
+			k, v, _ := strings.Cut(kv, "=")
+			n.labels[k] = v
+			if fleet.ForeignOwner(k) == "" {
+				own = append(own, k)
+			}
+		}
+		if len(own) > 0 {
+			n.annotations[fleet.OwnedAnnotation] = strings.Join(own, ",")
+		}
+		nodes[f[3]] = n
+	}
+	nodes["gb200-a1"].labels["gpuaffinity.io/host-id"] = "old-host"
+	nodes["gb200-a1"].annotations[fleet.OwnedAnnotation] += ",gpuaffinity.io/host-id"
+	nodes["gb200-a2"].labels["gpuaffinity.io/network.tier-2"] = "old-core"
+	nodes["gb200-a2"].annotations[fleet.OwnedAnnotation] += ",gpuaffinity.io/network.tier-2"
+	nodes["gb200-b1"].labels["nvidia.com/gpu.clique"] = "feedface.3"
+	delete(nodes["gcp-u1"].labels, "cloud.google.com/gce-topology-host")
+
+	var mu sync.Mutex
+	patches := map[string]string{}
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer fleet-token" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/api/v1/nodes":
+			var items []any
+			for name, n := range nodes {
+				items = append(items, map[string]any{"metadata": map[string]any{"name": name, "resourceVersion": "7", "labels": n.labels, "annotations": n.annotations}})
+			}
+			json.NewEncoder(w).Encode(map[string]any{"kind": "PartialObjectMetadataList", "metadata": map[string]any{}, "items": items})
+		case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/"):
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			patches[strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/")] = string(b)
+			mu.Unlock()
+			io.WriteString(w, "{}")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer api.Close()
+	sa := t.TempDir()
+	os.WriteFile(filepath.Join(sa, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw}), 0o644)
+	os.WriteFile(filepath.Join(sa, "token"), []byte("fleet-token\n"), 0o600)
+	old := inCluster
+	inCluster = func() (*kube.Client, error) { return kube.New(api.URL, sa) }
+	defer func() { inCluster = old }()
+
+	out, stderr, err := fleetRun(at, "labels", "--apply")
+	if err != nil {
+		t.Fatalf("labels --apply: %v\n%s", err, stderr)
+	}
+	want := map[string]string{
+		"gb200-a1": `{"metadata":{"annotations":{"gpuaffinity.io/fleet-labels":"gpuaffinity.io/network.tier-0,gpuaffinity.io/network.tier-1"},"labels":{"gpuaffinity.io/host-id":null},"resourceVersion":"7"}}`,
+		"gcp-u1":   `{"metadata":{"annotations":{"gpuaffinity.io/fleet-labels":"cloud.google.com/gce-topology-host"},"labels":{"cloud.google.com/gce-topology-host":"0a1b2c3d4e5f6071"},"resourceVersion":"7"}}`,
+	}
+	if d := cmp.Diff(want, patches); d != "" {
+		t.Errorf("patches (-want +got):\n%s\nstdout:\n%s\nstderr:\n%s", d, out, stderr)
+	}
+	for _, w := range []string{`node "gb200-b1": label nvidia.com/gpu.clique="feedface.3" is GPU Feature Discovery's; left as it is`} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("labels --apply stderr lacks %q:\n%s", w, stderr)
+		}
+	}
+	if !strings.Contains(out, "2 nodes patched, 9 unchanged, 0 failed; 1 Kubernetes nodes without agent series left as they are") {
+		t.Errorf("labels --apply summary:\n%s", out)
+	}
+}
+
+// waitFleetAt waits until Prometheus holds, at one moment T, the
+// placement and layout series of every node of live and of no node of
+// down, down's targets down for the last two scrapes at least, and
+// returns T: the commands then evaluate at T.
+func waitFleetAt(t *testing.T, srv *promtest.Server, live, down []string) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	re := func(ns []string) string { return strconv.Quote(strings.Join(ns, "|")) }
+	var last string
+	for {
+		at := time.Now().Add(-time.Second)
+		ok := true
+		for _, fam := range []string{"gpuaffinity_node_placement_info", "gpuaffinity_node_layout_info"} {
+			got, err := srv.QueryAt("count("+fam+"{node=~"+re(live)+"})", at)
+			ok = ok && err == nil && len(got) == 1 && got[0].Value == float64(len(live))
+			last = fmt.Sprintf("%s: %v %v", fam, got, err)
+			if len(down) > 0 {
+				got, err = srv.QueryAt(fam+"{node=~"+re(down)+"}", at)
+				ok = ok && err == nil && len(got) == 0
+			}
+		}
+		if len(down) > 0 {
+			got, err := srv.QueryAt("count_over_time(up{node=~"+re(down)+"}[5s]) >= 2 and max_over_time(up{node=~"+re(down)+"}[5s]) == 0", at)
+			ok = ok && err == nil && len(got) == len(down)
+			last += fmt.Sprintf("; down: %v %v", got, err)
+		}
+		if ok {
+			return at
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90 s Prometheus has not held live %q and down %q at one time (last: %s); its log:\n%s", live, down, last, srv.Logs())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // digestRE is a layout or firmware digest (fleet.Digest): the report's
@@ -328,20 +555,40 @@ func waitFleetSeries(t *testing.T, srv *promtest.Server, n int) {
 // reader rebuilt from the other series, and equal the digests of the
 // facts discovery gives on the node's root here; nodes built alike share
 // them and the drifted node does not.
-func checkFleetDigests(t *testing.T, url string, fx fleetFixture, dir string) {
+func checkFleetDigests(t *testing.T, url string, at time.Time, fx fleetFixture, dir string) {
 	t.Helper()
-	nodes, _, err := prom.Read(context.Background(), prom.Options{URL: url})
+	fl, err := prom.Read(context.Background(), prom.Options{URL: url, Time: at, Report: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	byName := map[string]fleet.Node{}
-	for _, n := range nodes {
+	withFacts := 0
+	for _, n := range fl.Nodes {
 		byName[n.Name] = n
+		if n.Facts != nil {
+			withFacts++
+		}
+	}
+	// One node of each variant carries the facts: GB200 (one layout for
+	// both racks), GCP's four alike and gcp-u4, OCI.
+	if withFacts != 4 {
+		t.Errorf("%d nodes carry facts, want one per variant (4)", withFacts)
 	}
 	for _, fn := range fx.Nodes {
 		n, ok := byName[fn.Name]
 		if !ok {
 			t.Errorf("fleet reader lacks node %s", fn.Name)
+			continue
+		}
+		tn, err := discover.Discover(discover.Options{Root: filepath.Join(dir, fn.Name)})
+		if err != nil {
+			t.Fatalf("%s: discover: %v", fn.Name, err)
+		}
+		l, f := fleet.NodeFacts(&tn)
+		if fleet.Digest(l) != n.Layout || fleet.Digest(f) != n.Firmware {
+			t.Errorf("%s: digests of discovery's facts %s/%s, exported %s/%s", fn.Name, fleet.Digest(l), fleet.Digest(f), n.Layout, n.Firmware)
+		}
+		if n.Facts == nil {
 			continue
 		}
 		var layout, firmware []fleet.Fact
@@ -357,14 +604,6 @@ func checkFleetDigests(t *testing.T, url string, fx fleetFixture, dir string) {
 		}
 		if got := fleet.Digest(firmware); got != n.Firmware {
 			t.Errorf("%s: firmware label %s, digest of the facts read back %s", n.Name, n.Firmware, got)
-		}
-		tn, err := discover.Discover(discover.Options{Root: filepath.Join(dir, fn.Name)})
-		if err != nil {
-			t.Fatalf("%s: discover: %v", fn.Name, err)
-		}
-		l, f := fleet.NodeFacts(&tn)
-		if fleet.Digest(l) != n.Layout || fleet.Digest(f) != n.Firmware {
-			t.Errorf("%s: digests of discovery's facts %s/%s, exported %s/%s", fn.Name, fleet.Digest(l), fleet.Digest(f), n.Layout, n.Firmware)
 		}
 	}
 	for _, peer := range []string{"gcp-u2", "gcp-u3", "gcp-u5"} {
@@ -439,5 +678,28 @@ func TestFleetReportUnreachable(t *testing.T) {
 	var ee exitError
 	if !errors.As(err, &ee) || ee.code != fleetExitCannotRead || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("report against nothing: %v, want exit %d naming the server", err, fleetExitCannotRead)
+	}
+}
+
+// The fleet commands collect as Go's defaults have it: commandGC's
+// off-below-64-MiB setting made a 50,000-node read collect back to back
+// past its limit. GOGC and GOMEMLIMIT, where set, still win.
+func TestFleetGC(t *testing.T) {
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	os.Unsetenv("GOMEMLIMIT")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	commandGC()
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("commandGC left GOGC %d, want off", got)
+	}
+	commandGC()
+	fleetGC()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("fleet commands collect with GOGC %d, want 100", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("fleet commands' memory limit %d, want none", got)
 	}
 }

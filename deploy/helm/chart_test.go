@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validation"
 
@@ -96,7 +97,7 @@ func TestLintLevel(t *testing.T) {
 			t.Errorf("%s: lint allows .yaml, .yml, .tpl and .txt templates only", tpl.Name)
 		}
 	}
-	for _, vals := range []map[string]any{nil, readValues(t, "site-values.yaml"), readValues(t, "monitor-values.yaml")} {
+	for _, vals := range []map[string]any{nil, readValues(t, "site-values.yaml"), readValues(t, "monitor-values.yaml"), readValues(t, "fleet-values.yaml")} {
 		files, err := render(t, renderOpts{values: vals, release: release, namespace: namespace})
 		if err != nil {
 			t.Fatalf("render: %v", err)
@@ -117,8 +118,19 @@ func TestLintLevel(t *testing.T) {
 		if !strings.Contains(notes, "kubectl -n "+namespace+" rollout status ds/gpuaffinity-agent") {
 			t.Errorf("NOTES.txt does not give the rollout command for namespace %s:\n%s", namespace, notes)
 		}
+		fleet := vals["fleet"] != nil && vals["fleet"].(map[string]any)["enabled"] == true
+		if got := strings.Contains(notes, "cronjob/gpuaffinity-fleet-labels"); got != fleet {
+			t.Errorf("NOTES.txt names the fleet CronJob: %t, want %t (fleet.enabled):\n%s", got, fleet, notes)
+		}
 	}
-	for _, o := range renderObjects(t, renderOpts{values: readValues(t, "monitor-values.yaml"), release: release, namespace: namespace}) {
+	objs := renderObjects(t, renderOpts{values: readValues(t, "monitor-values.yaml"), release: release, namespace: namespace})
+	objs = append(objs, fleetObjects(renderObjects(t, renderOpts{values: fleetOn, release: release, namespace: namespace}))...)
+	for _, o := range objs {
+		// A CronJob's name is 52 characters at most: its Jobs are named
+		// after it with 11 more.
+		if cj, ok := o.(*batchv1.CronJob); ok && len(cj.Name) > 52 {
+			t.Errorf("%s: name longer than 52 characters", manifest.KindName(o))
+		}
 		// As lint's validateMetadataName: a Service's name is a DNS-1035
 		// label, the other kinds here take DNS subdomains.
 		check := validation.NameIsDNSSubdomain

@@ -9,7 +9,9 @@
 // and the template engine, as `helm install` and `helm template` run them),
 // decode every rendered object strictly into its Kubernetes or
 // prometheus-operator API type, and hold the default render equal, object
-// by object, to a kustomize build of deploy/kubernetes. They also render
+// by object, to a kustomize build of deploy/kubernetes, and the render
+// with fleet.enabled (the opt-in fleet labeller, off by default) equal to
+// that and a kustomize build of deploy/kubernetes/fleet. They also render
 // with every value changed and check that each change lands, that the
 // schema refuses misspelt values, that README.md's values table lists
 // every value, and that the chart's copy of the alerting rules is the

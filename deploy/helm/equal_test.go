@@ -158,7 +158,7 @@ func TestDiffSetsCatchesDrift(t *testing.T) {
 		{"a scrape interval", "servicemonitor.yaml", "interval: 30s", "interval: 15s", "Interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyKustomizeSet(t)
+			dir := copyKustomizeSet(t, kustomizeDir)
 			path := filepath.Join(dir, tc.file)
 			data, err := os.ReadFile(path)
 			if err != nil {
@@ -179,14 +179,15 @@ func TestDiffSetsCatchesDrift(t *testing.T) {
 	}
 }
 
-// copyKustomizeSet copies the files of deploy/kubernetes that
-// kustomization.yaml names into a temporary directory.
-func copyKustomizeSet(t *testing.T) string {
+// copyKustomizeSet copies the YAML files of a kustomize directory
+// (deploy/kubernetes, deploy/kubernetes/fleet), kustomization.yaml and
+// the manifests it names, into a temporary directory.
+func copyKustomizeSet(t *testing.T, from string) string {
 	t.Helper()
 	dir := t.TempDir()
-	entries, err := filepath.Glob(filepath.Join(kustomizeDir, "*.yaml"))
+	entries, err := filepath.Glob(filepath.Join(from, "*.yaml"))
 	if err != nil || len(entries) == 0 {
-		t.Fatalf("no manifests in %s: %v", kustomizeDir, err)
+		t.Fatalf("no manifests in %s: %v", from, err)
 	}
 	for _, src := range entries {
 		data, err := os.ReadFile(src)

@@ -10,7 +10,7 @@ import (
 // TestHelmLint runs `helm lint`'s own rules (pkg/chart/v2/lint.RunAll:
 // Chart.yaml, values and their schema, every template rendered and
 // parsed, object names, dependencies) on the chart with its defaults and
-// with the test's non-default values. Nothing may be a warning or an
+// with the test's non-default values, the fleet labeller's among them. Nothing may be a warning or an
 // error; informational messages (such as "icon is recommended") are
 // reported, not failed.
 func TestHelmLint(t *testing.T) {
@@ -21,6 +21,8 @@ func TestHelmLint(t *testing.T) {
 		{"defaults", nil},
 		{"site-values.yaml", readValues(t, "site-values.yaml")},
 		{"monitor-values.yaml", readValues(t, "monitor-values.yaml")},
+		{"fleet.enabled=true", fleetOn},
+		{"fleet-values.yaml", readValues(t, "fleet-values.yaml")},
 	} {
 		l := lint.RunAll(chartDir, tc.values, namespace)
 		for _, m := range l.Messages {

@@ -253,6 +253,13 @@ func TestSchemaRejects(t *testing.T) {
 		{"GOMEMLIMIT syntax", map[string]any{"goMemLimit": "80MB"}, "goMemLimit"},
 		{"toleration operator", map[string]any{"tolerations": []any{map[string]any{"key": "a", "operator": "Exist"}}}, "operator"},
 		{"health taint not a key", map[string]any{"healthTaints": []any{map[string]any{"key": "a"}}}, "healthTaints"},
+		{"misspelt fleet key", map[string]any{"fleet": map[string]any{"enabled": true, "prometheusUrl": "http://p:9090"}}, "prometheusUrl"},
+		{"fleet enabled as string", map[string]any{"fleet": map[string]any{"enabled": "true"}}, "enabled"},
+		{"fleet URL without scheme", map[string]any{"fleet": map[string]any{"prometheusURL": "prometheus:9090"}}, "prometheusURL"},
+		{"fleet timeout without unit", map[string]any{"fleet": map[string]any{"timeout": "60"}}, "timeout"},
+		{"fleet deadline not an integer", map[string]any{"fleet": map[string]any{"activeDeadlineSeconds": "10m"}}, "activeDeadlineSeconds"},
+		{"fleet GOMEMLIMIT syntax", map[string]any{"fleet": map[string]any{"goMemLimit": "100MB"}}, "goMemLimit"},
+		{"fleet toleration operator", map[string]any{"fleet": map[string]any{"tolerations": []any{map[string]any{"key": "a", "operator": "Exist"}}}}, "operator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, renderOpts{values: tc.values, release: release, namespace: namespace})

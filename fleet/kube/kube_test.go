@@ -14,7 +14,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -123,5 +125,114 @@ func TestNewBadServiceAccount(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	if _, err := InCluster(); err == nil || !strings.Contains(err.Error(), "not in a Kubernetes pod") {
 		t.Errorf("InCluster outside a pod: %v", err)
+	}
+}
+
+// A redirect is not followed: neither the token nor the patch goes to
+// the place it points to, even on the same host, and the error says so.
+func TestPatchNodeRedirect(t *testing.T) {
+	var hits, redirected int
+	var mu sync.Mutex
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/elsewhere" {
+			redirected++
+			return
+		}
+		hits++
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, serviceAccount(t, srv, "tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.PatchNode(context.Background(), "n1", []byte(`{}`))
+	if err == nil || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), "not followed") {
+		t.Errorf("err %v, want the redirect refused", err)
+	}
+	_, err = c.GetNode(context.Background(), "n1", func(string) bool { return true }, "")
+	if err == nil || !strings.Contains(err.Error(), "not followed") {
+		t.Errorf("get: err %v, want the redirect refused", err)
+	}
+	if hits != 2 || redirected != 0 {
+		t.Errorf("%d requests, %d redirected: want 2 and none followed", hits, redirected)
+	}
+}
+
+// ListNodes reads every page (limit and continue), keeps the labels asked
+// for and the one annotation, and stops at a server that never ends.
+func TestListNodes(t *testing.T) {
+	pages := map[string]string{
+		"": `{"kind":"PartialObjectMetadataList","metadata":{"continue":"p2"},"items":[
+			{"metadata":{"name":"n1","resourceVersion":"11","labels":{"a/x":"1","kubernetes.io/os":"linux"},"annotations":{"own":"a/x","big":"zzz"},"managedFields":[{"manager":"kubelet"}]}},
+			{"metadata":{"name":"n2","resourceVersion":"12"}}]}`,
+		"p2": `{"kind":"PartialObjectMetadataList","metadata":{},"items":[{"metadata":{"name":"n3","resourceVersion":"13","labels":{"a/y":"2"}}}]}`,
+	}
+	var accept []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accept = append(accept, r.Header.Get("Accept"))
+		if r.URL.Query().Get("limit") != "500" || r.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, pages[r.URL.Query().Get("continue")])
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, serviceAccount(t, srv, "tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Node
+	err = c.ListNodes(context.Background(), func(k string) bool { return strings.HasPrefix(k, "a/") }, "own", func(n Node) error {
+		got = append(got, n)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Node{
+		{Name: "n1", ResourceVersion: "11", Labels: map[string]string{"a/x": "1"}, Annotations: map[string]string{"own": "a/x"}},
+		{Name: "n2", ResourceVersion: "12"},
+		{Name: "n3", ResourceVersion: "13", Labels: map[string]string{"a/y": "2"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("nodes %+v, want %+v", got, want)
+	}
+	if len(accept) != 2 || !strings.Contains(accept[0], "as=PartialObjectMetadataList") {
+		t.Errorf("Accept %q, want metadata only", accept)
+	}
+
+	// A server that always answers "continue" is stopped.
+	loop := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"metadata":{"continue":"again"},"items":[]}`)
+	}))
+	defer loop.Close()
+	c, _ = New(loop.URL, serviceAccount(t, loop, "tok"))
+	err = c.ListNodes(context.Background(), func(string) bool { return true }, "", func(Node) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "more than 2000 pages") {
+		t.Errorf("endless list: %v", err)
+	}
+}
+
+// A page over the bound is refused with an error naming it, without
+// holding it.
+func TestListNodesBound(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"metadata":{},"items":[`)
+		item := `{"metadata":{"name":"n","labels":{"x":"` + strings.Repeat("y", 1<<16) + `"}}},`
+		for range (maxListBody / len(item)) + 10 {
+			if _, err := io.WriteString(w, item); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, serviceAccount(t, srv, "tok"))
+	err := c.ListNodes(context.Background(), func(string) bool { return false }, "", func(Node) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "the bound on one page") {
+		t.Errorf("huge page: %v", err)
 	}
 }

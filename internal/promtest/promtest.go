@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,21 +61,55 @@ type Server struct {
 // after 10 s) and removes its storage.
 func Start(t testing.TB, job string, targets ...string) *Server {
 	t.Helper()
+	ts := make([]Target, len(targets))
+	for i, a := range targets {
+		ts[i] = Target{Addr: a}
+	}
+	return StartTargets(t, job, ts...)
+}
+
+// Target is a scrape target and the labels Prometheus attaches to it
+// (a static_configs entry's labels, as a file_sd file or a relabelling
+// gives them): target labels, on every series of the target and on its
+// up series.
+type Target struct {
+	Addr   string
+	Labels map[string]string
+}
+
+// StartTargets is Start with labelled targets: one static_configs entry
+// per target.
+func StartTargets(t testing.TB, job string, targets ...Target) *Server {
+	t.Helper()
 	bin := Binary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	var quoted []string
-	for _, tg := range targets {
-		quoted = append(quoted, strconv.Quote(tg))
+	var b strings.Builder
+	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n  - job_name: %q\n    static_configs:\n",
+		Interval, Interval, job)
+	addrs := make([]string, len(targets))
+	for i, tg := range targets {
+		addrs[i] = tg.Addr
+		fmt.Fprintf(&b, "      - targets: [%s]\n", strconv.Quote(tg.Addr))
+		if len(tg.Labels) > 0 {
+			b.WriteString("        labels:\n")
+			keys := make([]string, 0, len(tg.Labels))
+			for k := range tg.Labels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(&b, "          %s: %s\n", k, strconv.Quote(tg.Labels[k]))
+			}
+		}
 	}
-	yml := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n  - job_name: %q\n    static_configs:\n      - targets: [%s]\n",
-		Interval, Interval, job, strings.Join(quoted, ", "))
-	if err := os.WriteFile(cfg, []byte(yml), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	targetAddrs := addrs
 	data := storageDir(t)
 	addr := FreeAddr(t)
-	s := &Server{URL: "http://" + addr, job: job, targets: targets, logs: &SyncBuffer{},
+	s := &Server{URL: "http://" + addr, job: job, targets: targetAddrs, logs: &SyncBuffer{},
 		client: &http.Client{Timeout: 10 * time.Second}}
 	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+data,
 		"--web.listen-address="+addr, "--log.level=warn")

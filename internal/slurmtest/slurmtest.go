@@ -116,10 +116,16 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	return c
 }
 
-// start is Start returning slurmctld's failure to come up, its log
-// included, rather than failing the test with it (a test of a bad
-// topology.conf wants that error). Errors before slurmctld runs still
+// TryStart is Start returning slurmctld's failure to come up, its log
+// included, rather than failing the test with it: a test that a file
+// stops slurmctld wants that error. Errors before slurmctld runs still
 // fail the test.
+func TryStart(t testing.TB, cfg Config) (*Cluster, error) {
+	t.Helper()
+	return start(t, cfg)
+}
+
+// start is TryStart.
 func start(t testing.TB, cfg Config) (*Cluster, error) {
 	t.Helper()
 	paths := Require(t, "the test slurmctld runs as SlurmUser=root", tools...)

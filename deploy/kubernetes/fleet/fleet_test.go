@@ -1,6 +1,7 @@
 // Package fleet_test checks deploy/kubernetes/fleet, the opt-in CronJob
 // that runs `gpuaffinity fleet labels --apply`, as `kubectl apply -k`
-// builds it: least privilege (patch on nodes, nothing else), a hardened
+// builds it: least privilege (get, list and patch on nodes, nothing
+// else), a hardened
 // pod that holds the token the patches need, and arguments the real
 // command tree accepts.
 package fleet_test
@@ -134,16 +135,19 @@ func TestKustomizationDecodesStrictly(t *testing.T) {
 	}
 }
 
-// TestClusterRoleLeastPrivilege: `fleet labels --apply` sends one merge
-// patch per node and reads none (fleet/kube), so the role grants patch on
-// core nodes and nothing else, and the binding gives it to the
+// TestClusterRoleLeastPrivilege: `fleet labels --apply` lists the nodes'
+// metadata once (their labels and its ownership annotation), reads one
+// node again where a patch met a newer version of it, and sends one
+// merge patch per node that needs one (fleet/kube), so the role grants
+// get, list and patch on core nodes and nothing else (no update, watch,
+// delete, nothing on another resource), and the binding gives it to the
 // CronJob's ServiceAccount alone.
 func TestClusterRoleLeastPrivilege(t *testing.T) {
 	s := load(t)
 	want := []rbacv1.PolicyRule{{
 		APIGroups: []string{""},
 		Resources: []string{"nodes"},
-		Verbs:     []string{"patch"},
+		Verbs:     []string{"get", "list", "patch"},
 	}}
 	if diff := cmp.Diff(want, s.clusterRole.Rules); diff != "" {
 		t.Errorf("ClusterRole %s rules (-want +got):\n%s", s.clusterRole.Name, diff)
