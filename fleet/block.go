@@ -106,6 +106,7 @@ func Blocks(nodes []Node, o BlockOptions) (BlockPlan, error) {
 	}
 	if len(members) == 0 {
 		plan.Change.compare(prevBlock, nil)
+		plan.Warnings = append(plan.Warnings, plan.Change.warnings("blocks", "block")...)
 		return plan, nil
 	}
 	names := blockNames(members, o.Previous, prevBlock, prevDomain)
@@ -153,6 +154,7 @@ func Blocks(nodes []Node, o BlockOptions) (BlockPlan, error) {
 		}
 	}
 	plan.Change.compare(prevBlock, after)
+	plan.Warnings = append(plan.Warnings, plan.Change.warnings("blocks", "block")...)
 	if o.Previous != nil && o.Previous.Sizes != nil && !slices.Equal(o.Previous.Sizes, sizes) {
 		plan.Change.SizesBefore, plan.Change.SizesAfter = o.Previous.Sizes, sizes
 	}

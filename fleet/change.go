@@ -53,6 +53,22 @@ func (c *Change) compare(before, after map[string]string) {
 	sort.Strings(c.Kept)
 }
 
+// warnings are the change's lines for a run's warnings: the nodes
+// dropped from what (the tree, the blocks) and moved to another place
+// (leaf, block) since the previous file, so that no node leaves a file
+// unnamed.
+func (c *Change) warnings(what, place string) []string {
+	var out []string
+	if len(c.Dropped) > 0 {
+		out = append(out, fmt.Sprintf("%d nodes of the previous file are not in the %s now (gone longer than the lookback, refused or left out): %s",
+			len(c.Dropped), what, nameList(c.Dropped)))
+	}
+	if len(c.Moved) > 0 {
+		out = append(out, fmt.Sprintf("%d nodes are in another %s than in the previous file: %s", len(c.Moved), place, nameList(c.Moved)))
+	}
+	return out
+}
+
 // Threshold is how many nodes a run may drop: Count nodes, or Percent
 // of the previous file's (one of them is set).
 type Threshold struct {

@@ -137,6 +137,14 @@ func TestTreePrevious(t *testing.T) {
 	}) {
 		t.Errorf("warnings %q lack the kept nodes", plan.Warnings)
 	}
+	for _, want := range []string{
+		"1 nodes of the previous file are not in the tree now (gone longer than the lookback, refused or left out): r2-n2",
+		"1 nodes are in another leaf than in the previous file: r1-n2",
+	} {
+		if !slices.Contains(plan.Warnings, want) {
+			t.Errorf("warnings %q lack %q", plan.Warnings, want)
+		}
+	}
 }
 
 // TreeFile against a previous file: within the guard it writes; past it

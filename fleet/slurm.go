@@ -167,6 +167,7 @@ func Tree(nodes []Node, o TreeOptions) (TreePlan, error) {
 		})
 	}
 	plan.Change.compare(previousLeaves(o.Previous), leavesOf(plan.Switches))
+	plan.Warnings = append(plan.Warnings, plan.Change.warnings("tree", "leaf")...)
 	return plan, nil
 }
 

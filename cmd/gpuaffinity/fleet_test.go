@@ -336,6 +336,7 @@ func TestFleet(t *testing.T) {
 	if stderr != "" {
 		t.Errorf("slurm-tree with every node scraped warns:\n%s", stderr)
 	}
+	checkPreviousFile(t, fleetRun, at, tree)
 
 	// The report names exactly the drifted node: exit status 1.
 	out, _, err := fleetRun(at, "report")
@@ -394,6 +395,36 @@ func TestFleet(t *testing.T) {
 		t.Errorf("slurm-tree with an impostor: err %v, stdout %q, stderr:\n%s\nwant a refusal naming it and nothing written", err, out, stderr)
 	}
 	goldens(at3, "impostor", []string{"gb200-a2"}, "--skip-refused")
+}
+
+// checkPreviousFile: with -f, the file there is the previous one. The
+// same fleet writes the same file; a run that sees only part of the
+// fleet (a selector that leaves out the four GB200 trays) would drop 4
+// of its 11 nodes, more than --max-drop's 1 %: it writes nothing, exits
+// non-zero and names them; --max-drop 4 or --force writes.
+func checkPreviousFile(t *testing.T, fleetRun func(time.Time, ...string) (string, string, error), at time.Time, tree string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "topology.conf")
+	if _, stderr, err := fleetRun(at, "slurm-tree", "-f", file); err != nil {
+		t.Fatalf("slurm-tree -f: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := fleetRun(at, "slurm-tree", "-f", file); err != nil || stderr != "" {
+		t.Errorf("slurm-tree -f over its own file: %v, stderr %q", err, stderr)
+	}
+	part := []string{"slurm-tree", "-f", file, "--selector", `{node!~"gb200-.*"}`}
+	_, _, err := fleetRun(at, part...)
+	if err == nil || !strings.Contains(err.Error(), "it drops 4 of the previous file's 11 nodes, more than --max-drop 1% allows (0): gb200-a1, gb200-a2, gb200-b1, gb200-b2") {
+		t.Errorf("slurm-tree seeing part of the fleet: %v, want a refusal naming the GB200 trays", err)
+	}
+	if got, _ := os.ReadFile(file); string(got) != tree {
+		t.Errorf("a refused run changed the file:\n%s", got)
+	}
+	if _, stderr, err := fleetRun(at, append(part, "--max-drop", "4")...); err != nil || !strings.Contains(stderr, "4 nodes of the previous file are not in the tree now") {
+		t.Errorf("--max-drop 4: %v\n%s", err, stderr)
+	}
+	if got, _ := os.ReadFile(file); strings.Contains(string(got), "gb200") {
+		t.Errorf("--max-drop 4 kept the trays:\n%s", got)
+	}
 }
 
 // checkApply runs `labels --apply` against a fake API server whose nodes
