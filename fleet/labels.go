@@ -515,42 +515,55 @@ func Patches(nodes []Node, s Scheme) ([]Patch, []string, error) {
 	}
 	list := make([]Patch, 0, len(sets))
 	for _, set := range sets {
-		if len(set.labels) == 0 && len(set.remove) == 0 {
-			continue
+		if p, ok := set.patch(); ok {
+			list = append(list, p)
 		}
-		p := Patch{Node: set.name, Labels: make(map[string]string, len(set.labels)), Remove: set.remove, labels: set.labels}
-		for _, l := range set.labels {
-			p.Labels[l.Key] = l.Value
-		}
-		list = append(list, p)
 	}
 	return list, warns, nil
+}
+
+// patch is the set's Patch; false where it neither sets nor removes.
+func (set nodeLabelSet) patch() (Patch, bool) {
+	if len(set.labels) == 0 && len(set.remove) == 0 {
+		return Patch{}, false
+	}
+	p := Patch{Node: set.name, Labels: make(map[string]string, len(set.labels)), Remove: set.remove, labels: set.labels}
+	for _, l := range set.labels {
+		p.Labels[l.Key] = l.Value
+	}
+	return p, true
 }
 
 // WriteJSON writes Patches as a JSON list, [{"node": NAME, "labels":
 // {KEY: VALUE, ...}, "remove": [KEY, ...]}, ...], and returns the
 // warnings. It fails only on an unknown scheme or a failed write.
 func WriteJSON(w io.Writer, nodes []Node, s Scheme) ([]string, error) {
-	list, warns, err := Patches(nodes, s)
+	sets, warns, err := labelSets(nodes, s)
 	if err != nil {
 		return nil, err
 	}
-	// One entry at a time, as json.MarshalIndent(list, "", "  ") would
-	// write the whole: a fleet's list is never held twice.
+	// One entry at a time, as json.MarshalIndent(Patches(...), "", "  ")
+	// would write the whole: a fleet's list is never held.
 	b := bufio.NewWriter(w)
 	b.WriteString("[")
-	for i, p := range list {
+	n := 0
+	for _, set := range sets {
+		p, ok := set.patch()
+		if !ok {
+			continue
+		}
 		e, err := json.MarshalIndent(p, "  ", "  ")
 		if err != nil {
 			return warns, fmt.Errorf("encoding label patch list: %w", err)
 		}
-		if i > 0 {
+		if n > 0 {
 			b.WriteString(",")
 		}
+		n++
 		b.WriteString("\n  ")
 		b.Write(e)
 	}
-	if len(list) > 0 {
+	if n > 0 {
 		b.WriteString("\n")
 	}
 	b.WriteString("]\n")

@@ -390,15 +390,21 @@ never because a node's series are missing.`,
 			if apply {
 				return applyLabels(cmd, fl.Nodes, s)
 			}
+			// To stdout the list streams (a fleet's list is never held);
+			// to a file it is written whole, atomically.
 			var buf bytes.Buffer
+			var w io.Writer = &buf
+			if out == "" {
+				w = cmd.OutOrStdout()
+			}
 			var warnings []string
 			if format == "json" {
-				warnings, err = fleet.WriteJSON(&buf, fl.Nodes, s)
+				warnings, err = fleet.WriteJSON(w, fl.Nodes, s)
 			} else {
-				warnings, err = fleet.WriteKubectl(&buf, fl.Nodes, s)
+				warnings, err = fleet.WriteKubectl(w, fl.Nodes, s)
 			}
 			warn(cmd, warnings)
-			if err != nil {
+			if err != nil || out == "" {
 				return err
 			}
 			return writeOut(cmd, out, buf.Bytes())

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -237,6 +238,13 @@ func TestFleet(t *testing.T) {
 	// The impostor: gb200-a1's fixture and host name, another target.
 	impostor := fleetNode{Name: "gb200-a1", Machine: "gb200-nvl72-tray", Switches: []string{"ib-leaf-09", "ib-spine-09"}}
 	impostorTarget := promtest.Target{Addr: promtest.FreeAddr(t), Labels: map[string]string{"node": "impostor-1"}}
+	// Its port stays taken until its agent starts (phase 3), so that
+	// nothing else started meanwhile (slurmctld) is handed it.
+	reserved, err := net.Listen("tcp", impostorTarget.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reserved.Close()
 	// Prometheus first: it applies its targets up to 5 s after it starts.
 	srv := promtest.StartTargets(t, "gpuaffinity", append(slices.Clone(targets), impostorTarget)...)
 	var wg sync.WaitGroup
@@ -388,6 +396,7 @@ func TestFleet(t *testing.T) {
 	// The impostor's agent starts: its target is impostor-1, its agent
 	// says it is gb200-a1. With the defaults nothing is written and the
 	// refusal names it; with --skip-refused gb200-a1 keeps its own place.
+	reserved.Close()
 	startFleetAgent(t, impostor, filepath.Join(dir, "impostor-1"), impostorTarget.Addr)
 	at3 := waitFleetAt(t, srv, append(slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "gb200-a2" }), "impostor-1"), nil)
 	out, stderr, err = fleetRun(at3, "slurm-tree")
