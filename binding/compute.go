@@ -68,6 +68,9 @@ func Compute(n topology.Node, opts Options) (Map, error) {
 	case k < 0:
 		return Map{}, fmt.Errorf("%w: %d ranks per GPU: want at least 1", ErrOptions, k)
 	}
+	if len(n.GPUs) == 0 && n.NoPCIBus {
+		return Map{}, fmt.Errorf("%w seen: the root has no PCI bus in sysfs (sys/bus/pci/devices), so no GPU could be placed: nothing to bind next to", ErrNoGPUs)
+	}
 	if len(n.GPUs) == 0 {
 		return Map{}, fmt.Errorf("%w on this node: nothing to bind next to", ErrNoGPUs)
 	}

@@ -510,6 +510,12 @@ func TestNoGPU(t *testing.T) {
 			t.Errorf("%s: err %v, want no GPUs", mode, err)
 		}
 	}
+	// Where the root has no PCI bus, the error says no GPU could be seen,
+	// not that the node has none.
+	n.NoPCIBus = true
+	if _, err := Compute(n, Options{RanksPerGPU: 1}); !errors.Is(err, ErrNoGPUs) || !strings.Contains(err.Error(), "no PCI bus in sysfs") {
+		t.Errorf("no PCI bus: err %v", err)
+	}
 }
 
 // TestInvariants: for every fixture, mode and a few K, no rank has a CPU

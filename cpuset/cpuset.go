@@ -53,7 +53,7 @@ func Range(lo, hi int) Set {
 // Parse reads the list form: "0-3,8,10-11". Surrounding white space and a
 // trailing newline are ignored; an empty string is the empty set.
 func Parse(s string) (Set, error) {
-	s = strings.TrimSpace(s)
+	s = trimList(s)
 	if s == "" {
 		return Set{}, nil
 	}
@@ -104,7 +104,7 @@ func parseCPU(s string) (int, error) {
 // ParseMask reads the mask form: "00000000,0000ffff". Words are 32 bits,
 // most significant first; an empty string is the empty set.
 func ParseMask(s string) (Set, error) {
-	s = strings.TrimSpace(s)
+	s = trimList(s)
 	if s == "" {
 		return Set{}, nil
 	}
@@ -301,4 +301,11 @@ func (s *Set) UnmarshalJSON(b []byte) error {
 	}
 	*s = v
 	return nil
+}
+
+// trimList drops the space around a list or mask and NUL bytes at its
+// end: the kernel writes "0-127\n", but captures of sysfs (hwloc's test
+// suite among them: a 128-core ARM node) hold "0-127\n\x00".
+func trimList(s string) string {
+	return strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s), "\x00"))
 }

@@ -15,6 +15,9 @@ func TestParse(t *testing.T) {
 	}{
 		{"0-3,8-11", []int{0, 1, 2, 3, 8, 9, 10, 11}, true},
 		{"0-15\n", rangeOf(0, 15), true},
+		{"0-127\n\x00", rangeOf(0, 127), true}, // a capture's NUL-terminated cpulist (hwloc's 128-core ARM node)
+		{"0-3\x00\x00", rangeOf(0, 3), true},
+		{"0-3\x00,4", nil, false}, // a NUL inside is garbage
 		{"", nil, true},
 		{"5", []int{5}, true},
 		{"3,1,1-2", []int{1, 2, 3}, true}, // unordered, overlapping: normalised
@@ -45,6 +48,7 @@ func TestParseMask(t *testing.T) {
 		{"00000000,0000ffff,ffffffff", "0-47", true},
 		{"000000ff,ffff0000,00ffffff", "0-23,48-71", true}, // AWS p4d NUMA 0 in its NCCL file
 		{"ffffff", "0-23", true},
+		{"ffff\n\x00", "0-15", true},
 		{"", "", true},
 		{"xyz", "", false},
 		{"1,,2", "", false},

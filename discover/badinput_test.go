@@ -130,6 +130,44 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("pair %+v", n.Pairs[0])
 			}
 		}},
+		{"no PCI bus in sysfs", func(t *testing.T, root string) {
+			// A partial mount of /sys, or a kernel built without PCI (35
+			// of the 42 real captures in hwloc's own test suite).
+			os.RemoveAll(filepath.Join(root, "sys/bus/pci"))
+		}, func(t *testing.T, n topology.Node) {
+			if !n.NoPCIBus || len(n.GPUs) != 0 || len(n.NICs) != 0 || len(n.PCIDevices) != 0 {
+				t.Errorf("NoPCIBus %v, %d GPUs, %d NICs, %d PCI devices; want the bus missing and nothing placed", n.NoPCIBus, len(n.GPUs), len(n.NICs), len(n.PCIDevices))
+			}
+			if !hasWarning(n, "sys/bus/pci/devices", "no PCI bus in sysfs", "GPUs and NICs are not placed") {
+				t.Errorf("warnings %q", n.Warnings)
+			}
+			// The CPUs are still read: DGX H100's two sockets of 56 cores
+			// with SMT (the spec's layout).
+			if len(n.NUMANodes) != 2 || n.NUMANodes[0].CPUs.String() != "0-55,112-167" {
+				t.Errorf("NUMA nodes %+v", n.NUMANodes)
+			}
+		}},
+		{"cpulists ending in NUL (a capture's)", func(t *testing.T, root string) {
+			for _, f := range []string{"sys/devices/system/cpu/online", "sys/devices/system/node/node0/cpulist",
+				"sys/devices/system/node/node1/cpulist", filepath.Join("sys/bus/pci/devices", gpu0, "local_cpulist")} {
+				b, err := os.ReadFile(filepath.Join(root, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(root, f), append(b, 0), 0o644)
+			}
+		}, func(t *testing.T, n topology.Node) {
+			if len(n.NUMANodes) != 2 || n.NUMANodes[0].CPUs.String() != "0-55,112-167" || n.NUMANodes[1].CPUs.String() != "56-111,168-223" ||
+				n.CPU.Online.String() != "0-223" {
+				t.Errorf("NUMA nodes %+v, online %s", n.NUMANodes, n.CPU.Online)
+			}
+			if g := n.GPUs[0]; g.NUMANode == nil || *g.NUMANode != 0 || g.LocalCPUs.String() != "0-55,112-167" {
+				t.Errorf("GPU 0 %+v", g)
+			}
+			if hasWarning(n, "invalid cpu set") {
+				t.Errorf("warnings %q", n.Warnings)
+			}
+		}},
 		{"zero link width and empty local_cpulist", func(t *testing.T, root string) {
 			d := filepath.Join(root, "sys/bus/pci/devices", gpu0)
 			os.WriteFile(filepath.Join(d, "current_link_width"), []byte("0\n"), 0o644)

@@ -126,7 +126,16 @@ func Discover(opts Options) (topology.Node, error) {
 	})
 	devs, perrs, err := pci.NewFS(root).Devices()
 	wg.Wait()
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && hasSysfs(root):
+		// A partial mount of /sys, or a kernel built without PCI (most of
+		// hwloc's own test captures): the CPUs and NUMA nodes are still
+		// worth having, and the node says what it could not see. A root
+		// with no sys/ at all is not a node's root: that stays an error.
+		n.NoPCIBus = true
+		warn(fmt.Errorf("%s: no PCI bus in sysfs (a partial mount of /sys, or a kernel without PCI): GPUs and NICs are not placed: %w",
+			root.Path(pci.BusDir), err))
+	case err != nil:
 		return n, fmt.Errorf("discover %s: %w", dir, err)
 	}
 	warn(perrs...)
@@ -234,6 +243,13 @@ func Discover(opts Options) (topology.Node, error) {
 	}
 	topology.Link(&n, opts.Roles)
 	return n, nil
+}
+
+// hasSysfs reports whether the root holds a sysfs: sys/devices, which
+// every kernel's has.
+func hasSysfs(root *rootfs.Root) bool {
+	fi, err := root.Stat("sys/devices")
+	return err == nil && fi.IsDir()
 }
 
 // fillCPU copies the NUMA and CPU topology into the model.

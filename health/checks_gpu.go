@@ -55,6 +55,9 @@ func needsNVML(run func(context.Context, *Input) Result) func(context.Context, *
 
 func checkGPUCount(_ context.Context, in *Input) Result {
 	n := in.Node
+	if n.NoPCIBus {
+		return noPCIBus("GPUs")
+	}
 	if len(n.GPUs) == 0 && len(n.Unsupported) > 0 {
 		a := n.Unsupported[0]
 		name := a.Name
@@ -411,4 +414,13 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// noPCIBus is the verdict of a check whose devices sit on a PCI bus the
+// root does not show (sys/bus/pci/devices missing: a partial mount of
+// /sys, a kernel built without PCI): it fails, saying what it could not
+// see, rather than reading "none found" as "none there".
+func noPCIBus(what string) Result {
+	return Result{Verdict: Fail, Reason: "no PCI bus in sysfs (sys/bus/pci/devices): the " + what + " could not be seen",
+		Hint: "mount /sys whole (a container needs the host's /sys), or take the snapshot again with gpuaffinity snapshot"}
 }

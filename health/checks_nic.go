@@ -23,6 +23,9 @@ func (in *Input) computeCount() int {
 }
 
 func checkNICCount(_ context.Context, in *Input) Result {
+	if in.Node.NoPCIBus {
+		return noPCIBus("compute NICs")
+	}
 	if in.GPUs != nil {
 		var bad []string
 		for _, g := range in.gpus {

@@ -531,3 +531,20 @@ func TestOutputs(t *testing.T) {
 		t.Error("healthy lines")
 	}
 }
+
+// A root without a PCI bus in sysfs (discover sets NoPCIBus): the gate
+// fails, saying what it could not see, rather than reading "no GPU found"
+// as a node without GPUs.
+func TestNoPCIBus(t *testing.T) {
+	root := healthyRoot(t, "dgx-h100")
+	if err := os.RemoveAll(filepath.Join(root, "sys/bus/pci")); err != nil {
+		t.Fatal(err)
+	}
+	n := discoverRoot(t, root)
+	rep := run(t, n, Options{Root: root})
+	if rep.Healthy {
+		t.Error("healthy without a PCI bus")
+	}
+	want(t, result(t, rep, "gpu.count"), Fail, "no PCI bus in sysfs (sys/bus/pci/devices): the GPUs could not be seen")
+	want(t, result(t, rep, "nic.count"), Fail, "no PCI bus in sysfs (sys/bus/pci/devices): the compute NICs could not be seen")
+}

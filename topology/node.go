@@ -21,6 +21,11 @@ type Node struct {
 	NUMANodes []NUMANode `json:"numa_nodes"`
 	// PCIDevices is every PCI function, sorted by bus id.
 	PCIDevices []PCIDevice `json:"pci_devices"`
+	// NoPCIBus is set where the root has no PCI bus in sysfs
+	// (sys/bus/pci/devices: a partial mount of /sys, a kernel built
+	// without PCI): no GPU, NIC or NVMe drive could be placed, and the
+	// health gate says so.
+	NoPCIBus bool `json:"no_pci_bus,omitempty"`
 	// GPUs are sorted by NVML index (PCI bus order where NVML is absent).
 	GPUs []GPU `json:"gpus"`
 	// NICs are sorted by bus id, then name.

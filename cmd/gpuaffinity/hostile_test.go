@@ -72,3 +72,28 @@ func TestCommandsOnHostileRoot(t *testing.T) {
 		}
 	}
 }
+
+// A root without a PCI bus in sysfs (a partial mount of /sys, a kernel
+// built without PCI): topo answers with the CPUs and a warning naming the
+// missing bus, cpumap and check fail saying what they could not see.
+func TestCommandsWithoutPCIBus(t *testing.T) {
+	root := fakesystest.Root(t, "dgx-h100")
+	if err := os.RemoveAll(filepath.Join(root, "sys/bus/pci")); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runErr(t, "topo", "--root", root)
+	if err != nil || !strings.Contains(out, "no PCI bus in sysfs") || !strings.Contains(out, "No GPUs or NICs found") {
+		t.Errorf("topo: %v\n%s%s", err, out, stderr)
+	}
+	js, _, err := runErr(t, "topo", "-o", "json", "--root", root)
+	if err != nil || !strings.Contains(js, `"no_pci_bus": true`) {
+		t.Errorf("topo -o json: %v, no no_pci_bus", err)
+	}
+	if _, _, err := runErr(t, "cpumap", "--root", root); err == nil || !strings.Contains(err.Error(), "no PCI bus in sysfs") {
+		t.Errorf("cpumap: %v, want an error naming the missing bus", err)
+	}
+	out, _, err = runErr(t, "check", "--root", root)
+	if err == nil || !strings.Contains(out, "gpu.count           no PCI bus in sysfs") {
+		t.Errorf("check: %v\n%s", err, out)
+	}
+}
