@@ -391,6 +391,9 @@ func TestFixtureMaps(t *testing.T) {
 		"oci-bm-gpu-h100-port-down": "oci-bm-gpu-h100", "snc2-2s-nic-absent": "snc2-2s",
 		// A fabric registration and IMEX fault: CPUs and PCI unchanged.
 		"gb200-nvl72-fabric-failed": "gb200-nvl72-tray",
+		// GB300: the GB200 tray's two Graces, NUMA nodes and GPU PCI
+		// numa_nodes; only the PCIe tree below the root ports differs.
+		"gb300-nvl72-tray": "gb200-nvl72-tray",
 		// AMD: other NICs (Pollara), or GPU faults on the same CPUs.
 		"amd-mi300x-pollara": "amd-mi300x", "amd-mi300x-faults": "amd-mi300x",
 	}

@@ -351,6 +351,9 @@ func pciDevices(devs []pci.Device) []topology.PCIDevice {
 		if d.Parent != nil {
 			td.Parent = d.Parent.String()
 		}
+		if d.VPD != nil {
+			td.VPD = &topology.VPD{Name: d.VPD.Name, V3: d.VPD.V3, Unreadable: d.VPD.Unreadable}
+		}
 		out = append(out, td)
 	}
 	return out

@@ -723,7 +723,10 @@ func TestXMLComputeNICsOnly(t *testing.T) {
 			got := map[string]bool{}
 			var walk func(e *ncclxml.Element)
 			walk = func(e *ncclxml.Element) {
-				if class, _ := e.Value("class"); e.Name == "pci" && len(e.Children) == 0 && strings.HasPrefix(class, "0x02") {
+				// A leaf of class 0x02 is a NIC; one of 0x080100 a
+				// ConnectX-8 Data Direct function, where NCCL hangs the
+				// NIC's <name>_dma.
+				if class, _ := e.Value("class"); e.Name == "pci" && len(e.Children) == 0 && (strings.HasPrefix(class, "0x02") || class == "0x080100") {
 					bus, _ := e.Value("busid")
 					got[bus] = true
 				}

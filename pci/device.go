@@ -46,6 +46,9 @@ type Device struct {
 	// ACS is a bridge's Access Control Services capability, read from its
 	// config file; the zero value for other functions.
 	ACS ACS
+	// VPD is read only of ConnectX functions, and only on a node with a
+	// Data Direct function (vpd.go); nil otherwise.
+	VPD *VPD
 }
 
 // IsBridge reports whether the function is a PCI-to-PCI bridge (class 0x0604xx).
@@ -97,6 +100,7 @@ func (f FS) Devices() (devs []Device, errs []error, err error) {
 		}
 		return 1
 	})
+	readVPDs(f.root, devs)
 	return devs, errs, nil
 }
 

@@ -46,6 +46,7 @@ type marks struct {
 	inferred bool // a class ended in "*"
 	unknown  bool // a cell printed "-"
 	xgmi     bool // a cell printed "XGMI"
+	data     bool // a class ended in "^": a Data Direct NIC's data path
 }
 
 const self = " X " // nvidia-smi's diagonal
@@ -152,6 +153,10 @@ func (f *facts) nicCell(gpu int, nic string, m *marks) string {
 		m.inferred = true
 		return p.Class.String() + "*"
 	}
+	if p.PFClass != topology.ClassUnknown && p.PFClass != p.Class {
+		m.data = true
+		return p.Class.String() + "^"
+	}
 	return p.Class.String()
 }
 
@@ -171,6 +176,9 @@ func writeLegend(ew *errWriter, m marks) {
 	}
 	if m.inferred {
 		ew.line("  *    = Class inferred from CPU lists: the PCI tree could not place the devices")
+	}
+	if m.data {
+		ew.line("  ^    = The NIC's data path, through its ConnectX-8 Data Direct function (where NCCL places it); nvidia-smi topo -m prints its own function's class (pf_class)")
 	}
 	if m.unknown {
 		ew.line("  -    = Not known: the node holds no path between these devices")

@@ -27,7 +27,11 @@ func writeNICLegend(ew *errWriter, f *facts) {
 		if nic.Virtual {
 			role += " VF"
 		}
-		row(tw, name, dash(string(nic.Fabric)), role, dash(rate(nic)), printable(nic.BusID))
+		bus := printable(nic.BusID)
+		if dd := nic.DataDirect; dd != nil {
+			bus += fmt.Sprintf(", Data Direct %s (by %s)", printable(dd.BusID), printable(dd.MatchedBy))
+		}
+		row(tw, name, dash(string(nic.Fabric)), role, dash(rate(nic)), bus)
 	}
 	if err := tw.Flush(); err != nil && ew.err == nil {
 		ew.err = err

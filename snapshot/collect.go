@@ -8,10 +8,13 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // errOutsideRoot marks a link whose text is absolute or leads above the root.
@@ -221,6 +224,11 @@ func (c *collector) apply(r rule, logical, real, name string, listed bool) error
 			return nil
 		}
 		return c.visit(r.into, p)
+	case copyVPD:
+		if isLink || !fi.Mode().IsRegular() {
+			return nil
+		}
+		return c.copyVPD(real, p)
 	case describeNode:
 		dst := join(logical, name)
 		switch {
@@ -299,6 +307,51 @@ func (c *collector) copyFile(r rule, logical, p string) error {
 	}
 	if !c.tree.addFile(dst, data) {
 		c.warn("%s: captured twice, kept the first", dst)
+	}
+	return nil
+}
+
+// copyVPD keeps the VPD file p of the PCI function whose directory is dir
+// where pci.WantsVPD says it ties a NIC to a Data Direct function: its
+// name and V3 only, re-encoded. A VPD that does not parse is left out
+// with a warning; one the kernel will not give (EACCES without root) is
+// skipped, and discovery on the snapshot then says the tie is unknown.
+func (c *collector) copyVPD(dir, p string) error {
+	var ids [2]uint16
+	for i, f := range []string{"vendor", "device"} {
+		b, err := c.read(c.src, join(dir, f), attrLimit)
+		if err != nil {
+			return nil
+		}
+		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 16)
+		if err != nil {
+			return nil
+		}
+		ids[i] = uint16(v)
+	}
+	if !pci.WantsVPD(ids[0], ids[1]) {
+		return nil
+	}
+	data, err := c.read(c.src, p, 32<<10)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			c.skip("larger than 32768 bytes")
+			return nil
+		}
+		return c.handle(p, err, true)
+	}
+	v, err := pci.ParseVPD(data)
+	if err != nil {
+		c.warn("%s: %v: not kept", p, err)
+		return nil
+	}
+	kept := pci.VPD{Name: v.Name, V3: v.V3}
+	if c.scrub != nil && kept.V3 != "" {
+		d := digest("vpd-v3", []byte(kept.V3))
+		kept.V3 = fmt.Sprintf("%x-%x-%x-%x-%x", d[0:4], d[4:6], d[6:8], d[8:10], d[10:16])
+	}
+	if !c.tree.addFile(p, kept.Bytes()) {
+		c.warn("%s: captured twice, kept the first", p)
 	}
 	return nil
 }

@@ -37,6 +37,12 @@ const (
 	followLink               // symlinks: copied, and the target directory visited in rule.into
 	enterDir                 // real directories: visited in rule.into
 	keepDir                  // real directories: made empty, for their presence alone
+	// copyVPD: a PCI function's vpd, only of a ConnectX-8 PF or Data
+	// Direct function (pci.WantsVPD): parsed, and re-encoded with its name
+	// and V3 keyword alone (the serial and every other keyword left out;
+	// V3 replaced by a keyed digest under --scrub, the same for every
+	// function of one adapter, so the tie still reads back).
+	copyVPD
 	// describeNode: character device nodes, never opened: recorded as a
 	// regular file holding "c MAJOR:MINOR" (what a replayed root holds in
 	// their place, discover/imex.go); a regular file already in that form
@@ -215,6 +221,9 @@ var rules = []rule{
 	// did to that user. Never resource*, rom, vpd, remove, reset, rescan:
 	// large, write-only or with side effects.
 	{scope: scopePCI, pattern: "{vendor,device,class,subsystem_vendor,subsystem_device,revision,numa_node,local_cpulist,local_cpus,current_link_speed,current_link_width,max_link_speed,max_link_width,modalias,enable,irq,config}", action: copyFile},
+	// discovery (the NIC's Data Direct function): what ties a ConnectX-8
+	// PF to its Data Direct function, and nothing else of the VPD.
+	{scope: scopePCI, pattern: "vpd", action: copyVPD},
 	// discovery (driver name), ghw: the link, and an empty driver folder
 	// under sys/bus/pci/drivers/ so that it resolves.
 	{scope: scopePCI, pattern: "driver", action: linkMkdir},

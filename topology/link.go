@@ -12,13 +12,18 @@ import (
 // It does no I/O and is deterministic; calling it again recomputes them.
 func Link(n *Node, opts RoleOptions) {
 	n.Warnings = append(n.Warnings, ResolveLocality(n)...)
+	n.Warnings = append(n.Warnings, linkDataDirect(n)...)
 	tree := newTree(localizedDevices(n))
 	c := newRoleCtx(n, tree)
 	n.Paths = n.Paths[:0]
 	for gi, g := range n.GPUs {
 		for ni, nic := range n.NICs {
 			p := c.cells[gi][ni]
-			n.Paths = append(n.Paths, Path{GPU: g.Index, NIC: nic.Name, Class: p.class, Inferred: p.inferred})
+			path := Path{GPU: g.Index, NIC: nic.Name, Class: p.class, Inferred: p.inferred}
+			if nic.DataDirect != nil {
+				path.PFClass, _ = tree.classWith(g.BusID, nic.BusID, c.ancestors)
+			}
+			n.Paths = append(n.Paths, path)
 		}
 	}
 	n.GPUPaths = n.GPUPaths[:0]
@@ -269,7 +274,7 @@ func (c *roleCtx) pair() []Pair {
 			}
 			chose := len(p.NICs) < k // a choice among tied NICs was made
 			p.Decided = !chose || grp.r.class <= ClassPXB
-			p.Note = c.pairNote(gi, grp.r, g, k, chose, p.Decided)
+			p.Note = c.pairNote(gi, grp.r, g, k, chose, p.Decided, p.NICs)
 		}
 	}
 	c.avoidDown(pairs, compute)
@@ -467,9 +472,12 @@ func (c *roleCtx) switchesHidden(g GPU) bool {
 	return true
 }
 
-func (c *roleCtx) pairNote(gi int, r rank, gpus, nics int, chose, decided bool) string {
+func (c *roleCtx) pairNote(gi int, r rank, gpus, nics int, chose, decided bool, chosen []string) string {
 	g := c.n.GPUs[gi]
 	parts := []string{c.classWords(gi, r)}
+	if dd := c.dataDirectNote(chosen); dd != "" {
+		parts = append(parts, dd)
+	}
 	if nics < gpus {
 		parts = append(parts, fmt.Sprintf("%d GPUs share %d NIC(s)", gpus, nics))
 	}

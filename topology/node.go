@@ -213,6 +213,21 @@ type PCIDevice struct {
 	// ACS is a bridge's Access Control Services state (nil for other
 	// functions).
 	ACS *ACS `json:"acs,omitempty"`
+	// VPD is read of ConnectX functions on a node with a Data Direct
+	// function only (nil otherwise): it ties each DMA function to its NIC.
+	VPD *VPD `json:"vpd,omitempty"`
+}
+
+// VPD is what gpuaffinity keeps of a function's Vital Product Data.
+type VPD struct {
+	// Name is the Identifier String ("NVIDIA Dual ConnectX-8 SuperNIC ...").
+	Name string `json:"name,omitempty"`
+	// V3 is the read-only keyword NVIDIA puts the adapter's UUID in: equal
+	// on a ConnectX-8 PF and its Data Direct function.
+	V3 string `json:"v3,omitempty"`
+	// Unreadable says why there is none: the vpd file is readable by root
+	// only, absent, or garbage.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // ACS is a PCIe port's Access Control Services capability, read from its
@@ -427,6 +442,20 @@ type NIC struct {
 	NodeGUID        string      `json:"node_guid,omitempty"`        // class/infiniband/<dev>/node_guid
 	Ports           []Port      `json:"ports"`
 	Interfaces      []Interface `json:"interfaces"`
+	// DataDirect is the NIC's ConnectX-8 Data Direct DMA function, where
+	// it has one and it could be tied to the NIC: NCCL moves the NIC's
+	// data through it (NCCL_IB_DATA_DIRECT, default 1), so path classes,
+	// pairs and the NCCL XML place the NIC there (datadirect.go).
+	DataDirect *DataDirect `json:"data_direct,omitempty"`
+}
+
+// DataPathBusID is the function the NIC's data moves through: its Data
+// Direct function where it has one, else its own.
+func (n NIC) DataPathBusID() string {
+	if n.DataDirect != nil {
+		return n.DataDirect.BusID
+	}
+	return n.BusID
 }
 
 // NCCLBusID is the bus id NCCL names the NIC by. NCCL's IB plugin
@@ -434,7 +463,13 @@ type NIC struct {
 // (the default), device 00: every port and VF of one adapter is one NIC at
 // dddd:bb:00.0. EFA (aws-ofi-nccl) and socket/gVNIC NICs keep their own
 // function (AWS's p4d file places the EFA at 0000:10:1b.0).
+//
+// A NIC with a Data Direct function is at that function: NCCL exposes the
+// device as <name>_dma with the DMA function's sysfs path.
 func (n NIC) NCCLBusID() string {
+	if n.DataDirect != nil {
+		return n.DataDirect.BusID
+	}
 	i := strings.LastIndexByte(n.BusID, ':')
 	if (n.Fabric != FabricInfiniBand && n.Fabric != FabricRoCE) || i < 0 {
 		return n.BusID

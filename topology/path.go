@@ -57,9 +57,14 @@ func (c *Class) UnmarshalJSON(b []byte) error {
 
 // Path is the class between one GPU and one NIC.
 type Path struct {
-	GPU   int    `json:"gpu"` // GPU index
-	NIC   string `json:"nic"` // NIC name
-	Class Class  `json:"class"`
+	GPU int    `json:"gpu"` // GPU index
+	NIC string `json:"nic"` // NIC name
+	// Class is the class of the NIC's data path: from its Data Direct
+	// function where it has one, as NCCL sees it.
+	Class Class `json:"class"`
+	// PFClass is, for a NIC with a Data Direct function only, the class
+	// of its own PCI function, as `nvidia-smi topo -m` prints it.
+	PFClass Class `json:"pf_class,omitempty"`
 	// Inferred is set where the PCI tree alone could not place the two
 	// devices (unknown NUMA node) and locality came from CPU lists.
 	Inferred bool `json:"inferred,omitempty"`

@@ -101,7 +101,7 @@ func newRoleCtx(n *Node, t tree) *roleCtx {
 	for ai, a := range c.anchors {
 		c.cells[ai] = make([]cell, len(n.NICs))
 		for ni, nic := range n.NICs {
-			cl, inf := t.classWith(a.busID, nic.BusID, c.ancestors)
+			cl, inf := t.classWith(a.busID, nic.DataPathBusID(), c.ancestors)
 			c.cells[ai][ni] = cell{rank{class: cl, dist: c.dist(c.anchorNUMA(a), c.numaOf(nic.BusID))}, inf}
 		}
 	}

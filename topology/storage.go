@@ -282,7 +282,9 @@ func (c *roleCtx) linkStorage() []string {
 	}
 	for gi, g := range n.GPUs {
 		p := StoragePair{GPU: g.Index, NICs: []string{}, Note: note}
-		p.NVMe, p.NVMeClass = c.nearestNVMe(gi, pool)
+		var why string
+		p.NVMe, p.NVMeClass, why = c.nearestNVMe(gi, pool)
+		p.Note = joinNote(p.Note, why)
 		set, r := c.nearest(gi, cands)
 		if len(set) > 0 {
 			p.NICs, p.NICClass = c.names(set), r.class
@@ -311,24 +313,56 @@ func nvmePool(ds []NVMe) []NVMe {
 }
 
 // nearestNVMe is the drives of pool nearest to GPU gi: best class, then
-// NUMA distance.
-func (c *roleCtx) nearestNVMe(gi int, pool []NVMe) ([]string, Class) {
+// NUMA distance. Where several tie beyond a PCIe switch, the drives behind
+// the switch of the GPU's own ConnectX-8 (the NIC whose Data Direct
+// function shares a switch with the GPU: one adapter complex, as
+// rdma_topo groups them) are the GPU's; note says so.
+func (c *roleCtx) nearestNVMe(gi int, pool []NVMe) (names []string, class Class, note string) {
 	g := c.n.GPUs[gi]
 	from := c.anchorNUMA(anchor{idx: gi, busID: g.BusID})
 	var best rank
-	out := []string{}
+	var set []NVMe
 	for _, d := range pool {
 		cl, _ := c.tree.class(g.BusID, d.BusID)
 		r := rank{class: cl, dist: c.dist(from, c.numaOf(d.BusID))}
 		switch {
 		case cl == ClassUnknown:
 		case best.class == ClassUnknown || r.less(best):
-			best, out = r, []string{d.Name}
+			best, set = r, []NVMe{d}
 		case r == best:
-			out = append(out, d.Name)
+			set = append(set, d)
 		}
 	}
-	return out, best.class
+	if len(set) > 1 && !best.class.SharesSwitch() {
+		for _, nic := range c.n.NICs {
+			if nic.DataDirect == nil {
+				continue
+			}
+			if cl, _ := c.tree.class(g.BusID, nic.DataDirect.BusID); !cl.SharesSwitch() {
+				continue
+			}
+			var own []NVMe
+			for _, d := range set {
+				if cl, _ := c.tree.class(nic.BusID, d.BusID); cl.SharesSwitch() {
+					own = append(own, d)
+				}
+			}
+			if len(own) > 0 {
+				note = fmt.Sprintf("%d drives tie at %s; %s behind the switch of %s, the ConnectX-8 whose Data Direct function is beside the GPU", len(set), best.class, strings.Join(nvmeNames(own), ","), nic.Name)
+				set = own
+				break
+			}
+		}
+	}
+	return nvmeNames(set), best.class, note
+}
+
+func nvmeNames(ds []NVMe) []string {
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	return out
 }
 
 // mountNICs decides which NICs carry a network mount: the NIC holding

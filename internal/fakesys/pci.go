@@ -238,6 +238,9 @@ func (b *builder) function(d *Device, ctx fnCtx, paths map[string]string) error 
 		pri: a.Bus, sec: sec, sub: sub, portType: portType, link: link, acs: d.ACS,
 	})
 	t.raw(dir+"/config", cfg)
+	if d.VPD != nil {
+		t.raw(dir+"/vpd", pci.VPD{Name: d.VPD.Name, Serial: d.VPD.Serial, V3: d.VPD.V3}.Bytes())
+	}
 	if driver != "" {
 		drv := "sys/bus/pci/drivers/" + driver
 		t.link(dir+"/driver", drv)

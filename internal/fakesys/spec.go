@@ -192,8 +192,19 @@ type Device struct {
 	ACS *ACS `yaml:"acs"`
 	// AMDGPU is an AMD Instinct function's KFD node and DRM entries
 	// (amdgpu.go); only on kind other with vendor 0x1002.
-	AMDGPU   *AMDGPU  `yaml:"amdgpu"`
+	AMDGPU *AMDGPU `yaml:"amdgpu"`
+	// VPD writes the function's vpd file (binary, as the kernel serves
+	// it): an Identifier String and a VPD-R section (SN, V3, RV).
+	VPD      *VPD     `yaml:"vpd"`
 	Children []Device `yaml:"children"`
+}
+
+// VPD is a function's Vital Product Data: what ties a ConnectX-8 PF to
+// its Data Direct function (the same V3 on both).
+type VPD struct {
+	Name   string `yaml:"name"`   // the Identifier String
+	Serial string `yaml:"serial"` // keyword SN
+	V3     string `yaml:"v3"`     // keyword V3, the adapter UUID
 }
 
 // Link is a PCIe link; max_* default to the current values.
