@@ -95,6 +95,11 @@ func fillGPUMemoryNodes(root *rootfs.Root, gs []topology.GPU, nodes []topology.N
 		file := "/" + rel
 		b, err := root.ReadFile(rel, maxProcFile)
 		if errors.Is(err, fs.ErrNotExist) {
+			// A GPU NVML answers for has no memory node where
+			// GetNumaNodeId says NOT_SUPPORTED: nothing is unknown.
+			if g.GPUNUMAID == nil && g.State != topology.GPUOK {
+				warnNoDriverDir(root, g.BusID, nodes, warn)
+			}
 			continue
 		}
 		if err != nil {
@@ -125,4 +130,28 @@ func fillGPUMemoryNodes(root *rootfs.Root, gs []topology.GPU, nodes []topology.N
 				g.BusID, file, st.node, st.status))
 		}
 	}
+}
+
+// warnNoDriverDir warns where neither NVML nor the driver can say whether
+// a GPU's memory is a NUMA node though the node has CPU-less nodes with
+// memory (Grace's GPU memory, or CXL): the driver's folder for the GPU is
+// missing (/proc/driver/nvidia not mounted in a container, a snapshot
+// without it). Where the folder is there and holds no numa_status, the
+// driver says the GPU's memory is no NUMA node: no warning.
+func warnNoDriverDir(root *rootfs.Root, bus string, nodes []topology.NUMANode, warn func(...error)) {
+	dir := path.Join(procGPUs, bus)
+	if _, err := root.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var memOnly []string
+	for _, n := range nodes {
+		if n.CPUs.IsEmpty() && n.MemoryBytes > 0 {
+			memOnly = append(memOnly, strconv.Itoa(n.ID))
+		}
+	}
+	if len(memOnly) == 0 {
+		return
+	}
+	warn(fmt.Errorf("GPU %s: GPU memory node unknown: NVML does not name one and /%s is missing; CPU-less NUMA nodes %s may hold GPU memory (Grace)",
+		bus, dir, strings.Join(memOnly, ",")))
 }

@@ -62,6 +62,7 @@ var envFixtures = []struct {
 	// gb200-nvl72-fabric-failed: GPU 2's fabric, no IMEX channel.
 	{"gb200-nvl72-tray", "enP6p3s0f0np0", 3, 0, nil},
 	{"gb200-nvl72-fabric-failed", "enP6p3s0f0np0", 3, 2, []int{2}},
+	{"gb200-nvl72-tray-no-nvml", "enP6p3s0f0np0", 3, 0, nil}, // NVML not found: no env warning
 	// AMD Instinct MI300X (RCCL): no CUDA_DEVICE_ORDER, the rank's HIP
 	// ordinals (env_amd.go); amd-mi300x-faults' faults change nothing
 	// env sets; GPU 6 is the one that lost XGMI links.
