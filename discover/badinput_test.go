@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
@@ -260,5 +261,123 @@ func TestLiveRoot(t *testing.T) {
 	}
 	if len(n.GPUs) == 0 && n.NVML.Source == "live" {
 		t.Logf("NVML live with no GPU: %+v", n.NVML)
+	}
+}
+
+// A GPU's memory node from the driver's numa_status (GB200 tray, GPU 0
+// 0008:01:00.0, HBM node 2 on Grace node 0): every bad file degrades
+// with a warning naming the GPU and the file, never a wrong node; NVML's
+// answer, where it has one, wins.
+func TestGPUMemoryNodeBadInput(t *testing.T) {
+	const (
+		gpu0 = "0008:01:00.0"
+		file = "/proc/driver/nvidia/gpus/" + gpu0 + "/numa_status"
+	)
+	write := func(data string) func(t *testing.T, root string) {
+		return func(t *testing.T, root string) {
+			if err := os.WriteFile(filepath.Join(root, file), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ip := func(v int) *int { return &v }
+	for _, tc := range []struct {
+		name    string
+		machine string
+		break_  func(t *testing.T, root string)
+		id      *int   // GPU 0's gpu_numa_id
+		source  string // its gpu_numa_source
+		status  string // its gpu_numa_status
+		warn    []string
+	}{
+		{"the driver's full form", "gb200-nvl72-tray-no-nvml",
+			write("Node:      2\nStatus:    online\nAddress:   400000000000\nSize:      2e00000000\n"),
+			ip(2), "numa_status", "online", nil},
+		{"garbage node", "gb200-nvl72-tray-no-nvml", write("Node:      two\nStatus:    online\n"),
+			nil, "", "", []string{gpu0, file, `Node "two" names no NUMA node`}},
+		{"NUMA_NO_NODE", "gb200-nvl72-tray-no-nvml", write("Node:      -1\nStatus:    offline\n"),
+			nil, "", "", []string{gpu0, file, `Node "-1"`}},
+		{"no status line", "gb200-nvl72-tray-no-nvml", write("Node:      2\n"),
+			nil, "", "", []string{gpu0, file, "no Status line"}},
+		{"unknown status", "gb200-nvl72-tray-no-nvml", write("Node:      2\nStatus:    sideways\n"),
+			nil, "", "", []string{gpu0, file, `Status "sideways"`}},
+		{"binary junk", "gb200-nvl72-tray-no-nvml", write("\x00\xff\xfe garbage"),
+			nil, "", "", []string{gpu0, file, "no Node line"}},
+		{"node sysfs does not list", "gb200-nvl72-tray-no-nvml", write("Node:      99\nStatus:    online\n"),
+			nil, "", "", []string{gpu0, file, "node 99", "sysfs does not list"}},
+		{"memory offline", "gb200-nvl72-tray-no-nvml", write("Node:      2\nStatus:    offline\n"),
+			ip(2), "numa_status", "offline", []string{gpu0, file, "node 2 is offline, not online", "no memory node to bind to"}},
+		{"FIFO", "gb200-nvl72-tray-no-nvml", func(t *testing.T, root string) {
+			p := filepath.Join(root, file)
+			os.Remove(p)
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "", "", []string{gpu0, file, "read"}},
+		{"the driver's folder missing", "gb200-nvl72-tray-no-nvml", func(t *testing.T, root string) {
+			os.RemoveAll(filepath.Join(root, "proc/driver/nvidia/gpus", gpu0))
+		}, nil, "", "", []string{gpu0, "GPU memory node unknown", "/proc/driver/nvidia/gpus/" + gpu0 + " is missing", "2,10,18,26"}},
+		{"NVML and the file disagree", "gb200-nvl72-tray", write("Node:      3\nStatus:    online\n"),
+			ip(2), "nvml", "online", []string{gpu0, file, "NVML GetNumaNodeId says GPU memory node 2", "says node 3", "using NVML's"}},
+		{"NVML answers, the file is garbage", "gb200-nvl72-tray", write("junk\n"),
+			ip(2), "nvml", "", []string{gpu0, file, "no Node line"}},
+		{"NVML answers, no file", "gb200-nvl72-tray", func(t *testing.T, root string) {
+			os.Remove(filepath.Join(root, file))
+		}, ip(2), "nvml", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := fakesystest.Root(t, tc.machine)
+			tc.break_(t, root)
+			n, err := Discover(Options{Root: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := n.GPUs[0]
+			if g.BusID != gpu0 {
+				t.Fatalf("GPU 0 is %s", g.BusID)
+			}
+			if (g.GPUNUMAID == nil) != (tc.id == nil) || (g.GPUNUMAID != nil && *g.GPUNUMAID != *tc.id) ||
+				g.GPUNUMASource != tc.source || g.GPUNUMAStatus != tc.status {
+				t.Errorf("gpu_numa_id %v source %q status %q; want %v %q %q", g.GPUNUMAID, g.GPUNUMASource, g.GPUNUMAStatus, tc.id, tc.source, tc.status)
+			}
+			if tc.warn != nil && !hasWarning(n, tc.warn...) {
+				t.Errorf("no warning with %q in %q", tc.warn, n.Warnings)
+			}
+			for _, w := range n.Warnings {
+				if tc.warn == nil && (strings.Contains(w, "numa_status") || strings.Contains(w, "memory node")) {
+					t.Errorf("unexpected warning %q", w)
+				}
+			}
+			// The other GPUs keep their nodes, and GPU 0's locality is
+			// its PCI numa_node's (Grace 0) whatever the file says.
+			if g3 := n.GPUs[3]; g3.GPUNUMAID == nil || *g3.GPUNUMAID != 26 {
+				t.Errorf("GPU 3 gpu_numa_id %v", g3.GPUNUMAID)
+			}
+			if g.Locality.Node == nil || *g.Locality.Node != 0 || g.Locality.Source != topology.LocalityNUMANode {
+				t.Errorf("GPU 0 locality %+v", g.Locality)
+			}
+		})
+	}
+}
+
+// Without NVML and without a PCI numa_node (-1: firmware without
+// proximity for the root complex), the memory node from numa_status
+// places the GPU: the nearest node with CPUs to HBM node 18 is Grace 1
+// (distance 80, against 120 to Grace 0: the tray's SLIT).
+func TestGPUMemoryNodeLocalityWithoutNVML(t *testing.T) {
+	root := fakesystest.Root(t, "gb200-nvl72-tray-no-nvml")
+	if err := os.WriteFile(filepath.Join(root, "sys/bus/pci/devices/0018:01:00.0/numa_node"), []byte("-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Discover(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := n.GPUs[2]
+	if g.BusID != "0018:01:00.0" || g.NUMANode != nil || g.GPUNUMAID == nil || *g.GPUNUMAID != 18 {
+		t.Fatalf("GPU 2 %s numa_node %v gpu_numa_id %v", g.BusID, g.NUMANode, g.GPUNUMAID)
+	}
+	if g.Locality.Source != topology.LocalityGPUMemory || g.Locality.Node == nil || *g.Locality.Node != 1 || g.Locality.CPUs.String() != "72-143" {
+		t.Errorf("GPU 2 locality %+v; want node 1 (CPUs 72-143) from gpu_numa_id", g.Locality)
 	}
 }

@@ -196,6 +196,7 @@ func Discover(opts Options) (topology.Node, error) {
 	n.Kernel = kernelInfo(root, warn)
 	n.NetPlugins = netPlugins(root)
 	fillFromProcfs(root, n.GPUs, warn)
+	fillGPUMemoryNodes(root, n.GPUs, n.NUMANodes, warn)
 	// AMD GPUs follow the NVIDIA ones, numbered on from the last.
 	warn(kerrs...)
 	first := 0

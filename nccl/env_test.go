@@ -65,6 +65,7 @@ var envFixtures = []struct {
 	// gb300-nvl72-tray: each GPU's NIC is the ConnectX-8 whose Data
 	// Direct function is beside it, not the one bus order gives.
 	{"gb300-nvl72-tray", "enP6p3s0f0np0", 3, 0, nil},
+	{"gb200-nvl72-tray-no-nvml", "enP6p3s0f0np0", 3, 0, nil}, // NVML not found: no env warning
 	// AMD Instinct MI300X (RCCL): no CUDA_DEVICE_ORDER, the rank's HIP
 	// ordinals (env_amd.go); amd-mi300x-faults' faults change nothing
 	// env sets; GPU 6 is the one that lost XGMI links.

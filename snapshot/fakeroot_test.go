@@ -355,6 +355,11 @@ func buildFakeRoot(t *testing.T) *fakeRoot {
 	f.file("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04\n")
 	f.file("proc/driver/nvidia/gpus/0000:04:00.0/information", "Model: \t\t NVIDIA H200\nGPU UUID: \t "+fakeUUID+"\nBus Location: \t 0000:04:00.0\n")
 	f.extra("proc/driver/nvidia/gpus/0000:04:00.0/registry", "Binary: \"\"\n")
+	// A coherent GPU's memory node, as nv-procfs.c prints it (on an H200
+	// the driver makes none; the reader does not care), and its
+	// offline_pages beside it, which no reader uses.
+	f.file("proc/driver/nvidia/gpus/0000:04:00.0/numa_status", "Node:      2\nStatus:    online\nAddress:   400000000000\nSize:      2e00000000\n")
+	f.extra("proc/driver/nvidia/gpus/0000:04:00.0/offline_pages", "")
 	f.file("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=UUID=1234 intel_iommu=on iommu=pt\n")
 
 	// NVML answers.

@@ -42,7 +42,7 @@ var allowlistOracle = func() *regexp.Regexp {
 		node + `/node[0-9]+/(cpulist|cpumap|distance|meminfo|cpu[0-9]+|hugepages/[^/]+/[^/]+|access[01]/initiators/[^/]+)`,
 		`sys/class/dmi/id`,
 		`sys/devices/virtual/dmi/id/(sys_vendor|product_name|product_version|chassis_asset_tag|board_vendor|board_name|chassis_vendor)`,
-		`proc/(cpuinfo|meminfo|self/status|mounts|cmdline|sys/kernel/hostname|sys/kernel/osrelease|net/route|driver/nvidia/version|driver/nvidia/gpus/[^/]+/information|driver/nvidia-fs/version)`,
+		`proc/(cpuinfo|meminfo|self/status|mounts|cmdline|sys/kernel/hostname|sys/kernel/osrelease|net/route|driver/nvidia/version|driver/nvidia/gpus/[^/]+/(information|numa_status)|driver/nvidia-fs/version)`,
 		// Storage: NVMe controllers and subsystems, block devices, IOMMU.
 		`sys/class/(nvme|nvme-subsystem|block|iommu)/[^/]+`,
 		pci + `/iommu_group`,

@@ -172,6 +172,10 @@ var rules = []rule{
 	{scope: scopeRoot, pattern: "sys/module/nvidia/version", action: copyFile, flat: true},
 	// discovery, health: per-GPU model, bus location, UUID.
 	{scope: scopeRoot, pattern: "proc/driver/nvidia/gpus/*/information", action: copyFile, flat: true, scrub: scrubUUIDs},
+	// discovery (gpu_numa_id where NVML does not answer), hwloc (the
+	// GPU memory nodes it hides): the NUMA node of a coherent GPU's
+	// memory and its online status; only on Grace-class platforms.
+	{scope: scopeRoot, pattern: "proc/driver/nvidia/gpus/*/numa_status", action: copyFile, flat: true},
 
 	// --- Storage (storage/, discover/storage.go). ---
 

@@ -271,6 +271,16 @@ const (
 	GPUNVMLError GPUState = "nvml-error"  // NVML listed it but a required call failed
 )
 
+// Where a GPU's memory node (GPU.GPUNUMAID) came from.
+const (
+	GPUNUMAFromNVML   = "nvml"        // NVML GetNumaNodeId
+	GPUNUMAFromProcfs = "numa_status" // /proc/driver/nvidia/gpus/<bus id>/numa_status
+)
+
+// GPUNUMAOnline is the numa_status Status of GPU memory that is in its
+// NUMA node (GPU.GPUNUMAStatus).
+const GPUNUMAOnline = "online"
+
 // GPU is one GPU found on the PCI bus: an NVIDIA GPU (NVML) or an AMD
 // Instinct one (amdgpu, KFD; AMD set).
 type GPU struct {
@@ -289,10 +299,20 @@ type GPU struct {
 	// is absent); "" when neither knew.
 	InfoSource string `json:"info_source,omitempty"`
 	NUMANode   *int   `json:"numa_node"` // PCI numa_node; nil when unknown
-	// GPUNUMAID is NVML's GetNumaNodeId: the NUMA node of the GPU's own
-	// memory where the GPU is one (Grace Hopper: `GPU NUMA ID` in
-	// nvidia-smi topo -m); nil where NVML answers NOT_SUPPORTED (x86).
+	// GPUNUMAID is the NUMA node of the GPU's own memory where the GPU
+	// is one (Grace Hopper and Blackwell: `GPU NUMA ID` in nvidia-smi
+	// topo -m): NVML's GetNumaNodeId, else the driver's numa_status
+	// file; nil where neither names one (x86).
 	GPUNUMAID *int `json:"gpu_numa_id"`
+	// GPUNUMASource says where GPUNUMAID came from: GPUNUMAFromNVML or
+	// GPUNUMAFromProcfs; "" when it is nil.
+	GPUNUMASource string `json:"gpu_numa_source,omitempty"`
+	// GPUNUMAStatus is the state of the GPU's memory in that node as the
+	// driver's numa_status prints it: "online" (the memory is in the
+	// node), or "offline", "online_in_progress", "online_failed",
+	// "offline_in_progress", "offline_failed" (it is not, or not all of
+	// it); "" where the file is absent or unreadable.
+	GPUNUMAStatus string `json:"gpu_numa_status,omitempty"`
 	// LocalCPUs is the PCI function's local_cpulist.
 	LocalCPUs cpuset.Set `json:"local_cpus"`
 	// NVMLCPUAffinity is NVML's ideal CPU affinity; empty without NVML.

@@ -37,6 +37,10 @@ type Faults struct {
 	IMEX *IMEXFault `yaml:"imex"`
 	// AMDGPUs change AMD GPUs of the base, by amdgpu index.
 	AMDGPUs []AMDGPUFault `yaml:"amdgpus"`
+	// NVMLInit, when given, replaces the base's nvml.init: nvmlInit's
+	// failure ("ERROR_LIBRARY_NOT_FOUND": a node without NVML; "" makes
+	// it succeed). The base must have nvml.
+	NVMLInit *string `yaml:"nvml_init"`
 }
 
 // AMDGPUFault changes one AMD GPU of the base (its amdgpu block and its
@@ -304,6 +308,14 @@ func (s *Spec) applyFaults(f Faults) error {
 	}
 	if err := s.applyAMDGPUFaults(f.AMDGPUs); err != nil {
 		return err
+	}
+	if f.NVMLInit != nil {
+		if s.NVML == nil {
+			return specErr("faults.nvml_init: %s has no nvml to fail", s.Extends)
+		}
+		n := *s.NVML
+		n.Init = *f.NVMLInit
+		s.NVML = &n
 	}
 	return s.removeAbsent(f.Absent)
 }

@@ -400,3 +400,43 @@ func TestIMEXFaultOnBaseWithout(t *testing.T) {
 		}
 	}
 }
+
+// TestNVMLInitFault: faults.nvml_init replaces the base's nvml.init and
+// nothing else of it; the replayed nvmlInit then fails with that answer.
+// A base without nvml has nothing to fail.
+func TestNVMLInitFault(t *testing.T) {
+	spec := strings.Replace(faulty, "  rdma_ports:", "  nvml_init: ERROR_LIBRARY_NOT_FOUND\n  rdma_ports:", 1)
+	s, err := Parse("faulty.yaml", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := Machine("dgx-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *base.NVML
+	want.Init = "ERROR_LIBRARY_NOT_FOUND"
+	if s.NVML == nil || *s.NVML != want {
+		t.Errorf("nvml %+v, want %+v", s.NVML, want)
+	}
+	if base.NVML.Init != "" {
+		t.Errorf("the base's nvml changed: %+v", base.NVML)
+	}
+	r, rf, err := buildMachineTree("gb200-nvl72-tray-no-nvml")
+	if err != nil || r == nil || rf == nil {
+		t.Fatalf("build: %v (replay %v)", err, rf != nil)
+	}
+	if res := nvml.Read(nvml.NewReplay(*rf)); res.Available || res.Err == nil || !strings.Contains(res.Err.Error(), "ERROR_LIBRARY_NOT_FOUND") {
+		t.Errorf("replayed NVML: available %v, err %v", res.Available, res.Err)
+	}
+
+	const noNVML = `name: no-nvml-base
+description: test
+extends: amd-mi300x
+faults: {nvml_init: ERROR_LIBRARY_NOT_FOUND}
+expect: {roles: {}}
+`
+	if _, err := Parse("faulty.yaml", []byte(noNVML)); err == nil || !strings.Contains(err.Error(), "has no nvml to fail") {
+		t.Errorf("nvml_init on a base without nvml: %v", err)
+	}
+}

@@ -272,7 +272,11 @@ func (b *builder) function(d *Device, ctx fnCtx, paths map[string]string) error 
 		}
 		b.gpus = append(b.gpus, g)
 		if d.GPU.MemoryNUMANode != nil {
-			t.raw("proc/driver/nvidia/gpus/"+addr+"/numa_status", fmt.Appendf(nil, "Node: %d\nStatus: online\n", *d.GPU.MemoryNUMANode))
+			// The Node and Status lines as nv_procfs_read_numa_status
+			// prints them (open-gpu-kernel-modules nv-procfs.c, padding
+			// included); the Address and Size lines an initialised GPU
+			// adds are left out: no reader here or in hwloc uses them.
+			t.raw("proc/driver/nvidia/gpus/"+addr+"/numa_status", fmt.Appendf(nil, "Node:      %d\nStatus:    online\n", *d.GPU.MemoryNUMANode))
 		}
 	}
 	if len(d.Children) > 0 {
