@@ -20,7 +20,15 @@ func writeNICLegend(ew *errWriter, f *facts) {
 	tw := newTabs(ew)
 	for i, nic := range f.n.NICs {
 		name := fmt.Sprintf("  NIC%d: %s", i, printable(nic.Name))
-		if len(nic.Netdevs) > 0 && !slices.Equal(nic.Netdevs, []string{nic.Name}) {
+		switch {
+		case nic.Bond != nil:
+			// A RoCE LAG: the bond and its members, one NIC.
+			var members []string
+			for _, m := range nic.Bond.Members {
+				members = append(members, m.Name)
+			}
+			name += " (" + printable(nic.Bond.Name) + " = " + printable(strings.Join(members, " + ")) + ")"
+		case len(nic.Netdevs) > 0 && !slices.Equal(nic.Netdevs, []string{nic.Name}):
 			name += " (" + printable(strings.Join(nic.Netdevs, ", ")) + ")"
 		}
 		role := dash(string(nic.Role))
