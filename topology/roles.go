@@ -19,11 +19,21 @@ type RoleOptions struct {
 
 func (nic NIC) matches(names []string) bool {
 	for _, s := range names {
-		if s == nic.Name || s == nic.RDMADevice || s == nic.BusID || slices.Contains(nic.Netdevs, s) {
+		if s == nic.Name || s == nic.RDMADevice || s == nic.BusID || slices.Contains(nic.Netdevs, s) || nic.hasMember(s) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasMember reports whether a RoCE LAG NIC's bond has a member of that
+// netdev name or PCI bus id: the member is part of this NIC, never one of
+// its own.
+func (nic NIC) hasMember(s string) bool {
+	if nic.Bond == nil {
+		return false
+	}
+	return slices.ContainsFunc(nic.Bond.Members, func(m BondMember) bool { return m.Name == s || m.BusID == s })
 }
 
 // nicKind is the kind of adapter a NIC is: its fabric, PCI id and shape
