@@ -355,6 +355,9 @@ func pciDevices(devs []pci.Device) []topology.PCIDevice {
 		if d.VPD != nil {
 			td.VPD = &topology.VPD{Name: d.VPD.Name, V3: d.VPD.V3, Unreadable: d.VPD.Unreadable}
 		}
+		if d.IsBridge() {
+			td.NICSwitch = pci.NICSwitch(d.Vendor, d.DeviceID)
+		}
 		out = append(out, td)
 	}
 	return out
@@ -504,7 +507,9 @@ func fillNVML(g *topology.GPU, ng nvml.GPU) {
 }
 
 // nics builds one NIC per RDMA device of a network PCI function, or one per
-// netdev where the function has no RDMA device.
+// netdev where the function has no RDMA device. A RoCE LAG device (lag)
+// is one NIC whose netdev is the bond; the bond's members are listed
+// under it and make no NIC of their own.
 func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(...error)) []topology.NIC {
 	fnByAddr := map[pci.Address]*pci.Device{}
 	for i := range devs {
@@ -528,6 +533,7 @@ func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(.
 			ndByFn[*nd.PCI] = append(ndByFn[*nd.PCI], nd)
 		}
 	}
+	bonds, member := lagBonds(rdevs, nds, rdmaByFn)
 	var out []topology.NIC
 	for i := range devs {
 		d := &devs[i]
@@ -539,7 +545,15 @@ func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(.
 			Driver: d.Driver, NUMANode: d.NUMANode, LocalCPUs: d.LocalCPUs, Virtual: d.Virtual,
 			Ports: []topology.Port{}, Interfaces: []topology.Interface{}, Netdevs: []string{},
 		}
-		fnNetdevs := ndByFn[d.Address]
+		var fnNetdevs []rdma.Netdev
+		absorbed := false
+		for _, nd := range ndByFn[d.Address] {
+			if member[nd.Name] {
+				absorbed = true
+				continue
+			}
+			fnNetdevs = append(fnNetdevs, nd)
+		}
 		if rs := rdmaByFn[d.Address]; len(rs) > 0 {
 			for _, r := range rs {
 				nic := base
@@ -551,6 +565,14 @@ func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(.
 					if p.Netdev != "" {
 						names[p.Netdev] = true
 					}
+				}
+				if b := bonds[r.Name]; b != nil {
+					nic.Bond = b.bond
+					nic.Netdevs = []string{b.nd.Name}
+					nic.Interfaces = []topology.Interface{iface(b.nd)}
+					nic.Fabric = fabric(d.Driver, nic.Ports)
+					out = append(out, nic)
+					continue
 				}
 				if len(rs) == 1 {
 					for _, nd := range fnNetdevs {
@@ -569,6 +591,9 @@ func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(.
 			continue
 		}
 		if len(fnNetdevs) == 0 {
+			if absorbed {
+				continue // a RoCE LAG member's function: listed under its bond
+			}
 			warn(fmt.Errorf("network function %s (driver %q) has no netdev and no RDMA device", d.Address, d.Driver))
 			nic := base
 			nic.Name, nic.Fabric = d.Address.String(), topology.FabricEthernet
@@ -587,6 +612,71 @@ func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(.
 		return cmp.Or(strings.Compare(a.BusID, b.BusID), strings.Compare(a.Name, b.Name))
 	})
 	return out
+}
+
+// lagBond is a RoCE LAG device's bond: its netdev and the model's view.
+type lagBond struct {
+	nd   rdma.Netdev
+	bond *topology.Bond
+}
+
+// lagBonds finds the RoCE LAG devices among the RDMA devices: mlx5 with
+// LAG active registers one RDMA device (mlx5_bond_N) on the adapter's
+// first PF (drivers/net/ethernet/mellanox/mlx5/core/lag/lag.c re-adds
+// only that PF's IB device) and associates its GIDs with the bond
+// (drivers/infiniband/core/roce_gid_mgmt.c gives a bond slave's GIDs to
+// its master). So: a device whose port's netdev is a bond of two or more
+// slaves, every slave a function of this device's adapter (same domain,
+// bus and device), and no slave's function but its own with an RDMA
+// device. A bond of ports of different adapters, each with its RDMA
+// device, is no LAG: those stay NICs of their own. It returns the bonds
+// by RDMA device and the member netdevs.
+func lagBonds(rdevs []rdma.Device, nds []rdma.Netdev, rdmaByFn map[pci.Address][]rdma.Device) (map[string]*lagBond, map[string]bool) {
+	byName := make(map[string]rdma.Netdev, len(nds))
+	for _, nd := range nds {
+		byName[nd.Name] = nd
+	}
+	bonds := map[string]*lagBond{}
+	member := map[string]bool{}
+	for _, r := range rdevs {
+		if r.PCI == nil || len(rdmaByFn[*r.PCI]) != 1 {
+			continue
+		}
+		var bond rdma.Netdev
+		for _, p := range r.Ports {
+			if nd, ok := byName[p.Netdev]; ok && len(nd.BondSlaves) >= 2 {
+				bond = nd
+				break
+			}
+		}
+		if bond.Name == "" {
+			continue
+		}
+		b := &topology.Bond{Name: bond.Name, Mode: bond.BondMode, Members: []topology.BondMember{}}
+		lag := true
+		for _, s := range bond.BondSlaves {
+			nd, ok := byName[s]
+			if !ok || nd.PCI == nil {
+				lag = false
+				break
+			}
+			a := *nd.PCI
+			same := a.Domain == r.PCI.Domain && a.Bus == r.PCI.Bus && a.Device == r.PCI.Device
+			if !same || (a != *r.PCI && len(rdmaByFn[a]) > 0) {
+				lag = false
+				break
+			}
+			b.Members = append(b.Members, topology.BondMember{BusID: a.String(), Interface: iface(nd)})
+		}
+		if !lag {
+			continue
+		}
+		bonds[r.Name] = &lagBond{nd: bond, bond: b}
+		for _, s := range bond.BondSlaves {
+			member[s] = true
+		}
+	}
+	return bonds, member
 }
 
 func fabric(driver string, ports []topology.Port) topology.Fabric {

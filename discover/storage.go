@@ -226,20 +226,27 @@ func fillIPv4(n *topology.Node, root *rootfs.Root, nl rdma.Netlink, warn func(..
 		recorded, errs = rdma.ReadAddresses(root)
 		warn(errs...)
 	}
+	fill := func(it *topology.Interface) {
+		if nl == nil {
+			it.IPv4 = recorded[it.Name]
+			return
+		}
+		a, err := nl.IPv4(it.Name)
+		if err != nil {
+			warn(fmt.Errorf("netdev %q: netlink addresses: %w", it.Name, err))
+			return
+		}
+		if len(a) > 0 {
+			it.IPv4 = a
+		}
+	}
 	for i := range n.NICs {
 		for j := range n.NICs[i].Interfaces {
-			it := &n.NICs[i].Interfaces[j]
-			if nl == nil {
-				it.IPv4 = recorded[it.Name]
-				continue
-			}
-			a, err := nl.IPv4(it.Name)
-			if err != nil {
-				warn(fmt.Errorf("netdev %q: netlink addresses: %w", it.Name, err))
-				continue
-			}
-			if len(a) > 0 {
-				it.IPv4 = a
+			fill(&n.NICs[i].Interfaces[j])
+		}
+		if b := n.NICs[i].Bond; b != nil {
+			for j := range b.Members {
+				fill(&b.Members[j].Interface)
 			}
 		}
 	}

@@ -353,35 +353,22 @@ func gibTuner(n topology.Node) string {
 	return t
 }
 
-// frontEnd picks the interface for NCCL's bootstrap sockets: the default
-// route's interface, else the first non-compute NIC without RDMA that is
-// up, else the first non-compute NIC with a netdev.
+// frontEnd is the interface for NCCL's bootstrap sockets: the node's
+// one answer, topology.SocketInterface (the default route's interface,
+// else the front-end NIC's interface that is up and, where addresses are
+// known, holds an address). Nothing else is guessed: a bond member or an
+// RDMA port's netdev would carry no socket.
 func (b *envBuilder) frontEnd() string {
-	n := b.n
-	if n.DefaultRouteInterface != "" {
-		return b.listable(n.DefaultRouteInterface)
-	}
-	for _, nic := range n.NICs {
-		if nic.Role == topology.RoleCompute || nic.RDMADevice != "" || nic.Fabric.RDMA() {
-			continue
+	name, _ := topology.SocketInterface(b.n)
+	if name == "" {
+		what := "that is up"
+		if topology.AddressesKnown(b.n) {
+			what += " with an IPv4 address"
 		}
-		for _, i := range nic.Interfaces {
-			if i.OperState == "up" {
-				return b.listable(i.Name)
-			}
-		}
+		b.warn("no front-end interface found (no default route, and no Ethernet NIC without RDMA %s): NCCL_SOCKET_IFNAME not set", what)
+		return ""
 	}
-	for _, nic := range n.NICs {
-		if nic.Role != topology.RoleCompute && len(nic.Netdevs) > 0 {
-			name := b.listable(nic.Netdevs[0])
-			if name != "" {
-				b.warn("no default route and no non-RDMA interface that is up: NCCL_SOCKET_IFNAME guessed as %s (NIC %s)", name, nic.Name)
-			}
-			return name
-		}
-	}
-	b.warn("no front-end interface found (no default route, no non-compute NIC with a netdev): NCCL_SOCKET_IFNAME not set")
-	return ""
+	return b.listable(name)
 }
 
 // listable returns name, or "" with a warning where NCCL's list syntax

@@ -47,6 +47,8 @@ var envFixtures = []struct {
 	{"dgx-h100-gds", "enp4s0f0", 7, 0, nil},               // storage changes no NCCL variable
 	{"dgx-h100-acs", "enp4s0f0", 7, 0, nil},               //
 	{"dgx-b200", "enp4s0", 7, 0, nil},                     // NVSwitch management ports never in NCCL_IB_HCA
+	{"dgx-b300", "enp100s0", 7, 0, nil},                   // GPUs behind their ConnectX-8's own switch
+	{"b300-roce-lag", "", 7, 0, nil},                      // RoCE LAG: mlx5_bond_N; front end without a route table
 	{"gcp-a3-mega", "enp0s12", 7, 0, nil},                 //
 	{"gcp-a3-ultragpu", "enp0s19", 7, 0, nil},             //
 	{"grace-hopper", "", 0, 1, nil},                       //
@@ -297,12 +299,13 @@ func TestEnvGIDIndex(t *testing.T) {
 	envWarned(t, e, "mlx5_17:1 have no RoCE v2 GID")
 }
 
-// TestEnvFrontEnd: the fallbacks without a default route.
+// TestEnvFrontEnd: without a default route, NCCL_SOCKET_IFNAME is the
+// front-end NIC's interface (topology.SocketInterface), never a guess.
 func TestEnvFrontEnd(t *testing.T) {
 	n := fixtureNode(t, "dgx-h100")
 	n.DefaultRouteInterface = ""
 	e := envMustBuild(t, n, EnvRequest{})
-	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enp4s0f0") // first non-RDMA NIC that is up
+	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enp4s0f0") // the front-end NIC, up
 	if len(e.Warnings) != 0 {
 		t.Errorf("warnings %q", e.Warnings)
 	}
@@ -313,17 +316,31 @@ func TestEnvFrontEnd(t *testing.T) {
 			}
 		}
 	}
-	// Both X550 ports down: the first non-compute NIC with a netdev.
+	// Both X550 ports (the front-end NICs) down: no other NIC's netdev is
+	// guessed (an InfiniBand port's or a bond member's carries no socket).
 	e = envMustBuild(t, n, EnvRequest{})
-	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enp4s0f0")
-	envWarned(t, e, "guessed as enp4s0f0")
+	envMustUnset(t, e, "NCCL_SOCKET_IFNAME")
+	envWarned(t, e, "no front-end interface found")
 
-	// Azure without its route: the AN VF (an RDMA NIC) is the only candidate.
+	// Azure without its route: the front end is still the NIC that held
+	// it, the accelerated-networking VF's netdev.
 	az := fixtureNode(t, "azure-nd-h100-v5")
 	az.DefaultRouteInterface = ""
 	e = envMustBuild(t, az, EnvRequest{})
 	envMustGet(t, e, "NCCL_SOCKET_IFNAME", "=enP53091s1np0")
-	envWarned(t, e, "mlx5_an0")
+
+	// Addresses known (some interface holds one) and the front end's
+	// interface holds none: not named.
+	h := fixtureNode(t, "dgx-h100")
+	h.DefaultRouteInterface = ""
+	for i := range h.NICs {
+		if h.NICs[i].Name == "mlx5_0" && len(h.NICs[i].Interfaces) > 0 {
+			h.NICs[i].Interfaces[0].IPv4 = []string{"10.0.0.1/24"}
+		}
+	}
+	e = envMustBuild(t, h, EnvRequest{})
+	envMustUnset(t, e, "NCCL_SOCKET_IFNAME")
+	envWarned(t, e, "with an IPv4 address")
 
 	// Nothing at all: omitted with a warning (also TCPXO's CTRL_DEV).
 	g := fixtureNode(t, "gcp-a3-mega")

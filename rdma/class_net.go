@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/pci"
@@ -29,6 +30,11 @@ type Netdev struct {
 	// MasterKind is "bond" or "bridge" when the master's own directory
 	// has bonding/ or bridge/; "" otherwise.
 	MasterKind string
+	// BondSlaves are the netdevs enslaved to this one when it is a bond
+	// (bonding/slaves, in the bond's order); nil for any other netdev.
+	BondSlaves []string
+	// BondMode is a bond's bonding/mode ("802.3ad 4"); "" otherwise.
+	BondMode string
 }
 
 // Netdevs reads every netdev, sorted by name.
@@ -69,6 +75,18 @@ func readNetdev(root *rootfs.Root, classDir, name string) (*Netdev, []error) {
 	if target, err := root.Readlink(path.Join(link, "master")); err == nil {
 		nd.Master = path.Base(target)
 		nd.MasterKind = masterKind(root, path.Join(classDir, nd.Master))
+	}
+	if fi, err := root.Stat(path.Join(link, "bonding")); err == nil && fi.IsDir() {
+		// A bond: drivers/net/bonding/bond_sysfs.c writes its slaves
+		// space-separated, nothing when it has none.
+		slaves, err := root.String(path.Join(link, "bonding/slaves"))
+		note(err)
+		nd.BondSlaves = strings.Fields(slaves)
+		if nd.BondSlaves == nil {
+			nd.BondSlaves = []string{}
+		}
+		nd.BondMode, err = root.String(path.Join(link, "bonding/mode"))
+		note(err)
 	}
 	// speed fails with EINVAL while the link is down; -1 on virtio.
 	if s, err := root.Int(path.Join(link, "speed")); err == nil && s > 0 {

@@ -31,6 +31,7 @@ func Table(w io.Writer, n topology.Node) error {
 		writeLegend(ew, m)
 		writeNICLegend(ew, f)
 		writePairs(ew, f)
+		writeNICSwitches(ew, f)
 	}
 	writeStorage(ew, f)
 	writeFabric(ew, f)

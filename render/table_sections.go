@@ -20,7 +20,15 @@ func writeNICLegend(ew *errWriter, f *facts) {
 	tw := newTabs(ew)
 	for i, nic := range f.n.NICs {
 		name := fmt.Sprintf("  NIC%d: %s", i, printable(nic.Name))
-		if len(nic.Netdevs) > 0 && !slices.Equal(nic.Netdevs, []string{nic.Name}) {
+		switch {
+		case nic.Bond != nil:
+			// A RoCE LAG: the bond and its members, one NIC.
+			var members []string
+			for _, m := range nic.Bond.Members {
+				members = append(members, m.Name)
+			}
+			name += " (" + printable(nic.Bond.Name) + " = " + printable(strings.Join(members, " + ")) + ")"
+		case len(nic.Netdevs) > 0 && !slices.Equal(nic.Netdevs, []string{nic.Name}):
 			name += " (" + printable(strings.Join(nic.Netdevs, ", ")) + ")"
 		}
 		role := dash(string(nic.Role))
@@ -100,4 +108,67 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeNICSwitches names the PCIe switches that are a network adapter's
+// own (a ConnectX-8's internal switch on HGX/DGX B300) and the NICs and
+// GPUs behind each: a PXB there is a path through the NIC's switch, not
+// through a discrete one. One line per outermost such switch; nothing
+// when the node has none.
+func writeNICSwitches(ew *errWriter, f *facts) {
+	n := f.n
+	byBus := make(map[string]*topology.PCIDevice, len(n.PCIDevices))
+	for i := range n.PCIDevices {
+		byBus[n.PCIDevices[i].BusID] = &n.PCIDevices[i]
+	}
+	// top is the outermost in-NIC switch port above bus, "" when none.
+	top := func(bus string) string {
+		out := ""
+		d := byBus[bus]
+		for seen := 0; d != nil && d.Parent != "" && seen <= len(n.PCIDevices); seen++ {
+			p := byBus[d.Parent]
+			if p == nil {
+				break
+			}
+			if p.NICSwitch != "" {
+				out = p.BusID
+			}
+			d = p
+		}
+		return out
+	}
+	below := map[string][]string{}
+	var tops []string
+	add := func(bus, ref string) {
+		t := top(bus)
+		if t == "" {
+			return
+		}
+		if below[t] == nil {
+			tops = append(tops, t)
+		}
+		below[t] = append(below[t], ref)
+	}
+	for i, nic := range n.NICs {
+		add(nic.BusID, fmt.Sprintf("NIC%d %s", i, nic.Name))
+	}
+	for _, g := range n.GPUs {
+		add(g.BusID, fmt.Sprintf("GPU%d", g.Index))
+	}
+	if len(tops) == 0 {
+		return
+	}
+	slices.Sort(tops)
+	ew.line("")
+	ew.line("NIC switches (PCIe switches inside a network adapter):")
+	ew.line("")
+	tw := newTabs(ew)
+	for _, t := range tops {
+		d := byBus[t]
+		id := strings.TrimPrefix(d.Vendor, "0x") + ":" + strings.TrimPrefix(d.Device, "0x")
+		row(tw, "  "+printable(t), printable(d.NICSwitch)+" internal switch ("+printable(id)+")", printable(strings.Join(below[t], ", ")))
+	}
+	if err := tw.Flush(); err != nil && ew.err == nil {
+		ew.err = err
+	}
 }

@@ -213,6 +213,11 @@ type PCIDevice struct {
 	// ACS is a bridge's Access Control Services state (nil for other
 	// functions).
 	ACS *ACS `json:"acs,omitempty"`
+	// NICSwitch names the network adapter whose own PCIe switch this
+	// bridge is a port of ("ConnectX": the switch inside a ConnectX-8,
+	// PCI id 15b3:197c; "BlueField-3"); "" for a discrete switch, a root
+	// port or any other function (pci.NICSwitch).
+	NICSwitch string `json:"nic_switch,omitempty"`
 	// VPD is read of ConnectX functions on a node with a Data Direct
 	// function only (nil otherwise): it ties each DMA function to its NIC.
 	VPD *VPD `json:"vpd,omitempty"`
@@ -433,11 +438,13 @@ const (
 )
 
 // NIC is one RDMA device, or one netdev of a network PCI function where
-// the function has no RDMA device.
+// the function has no RDMA device. A RoCE LAG (mlx5: one RDMA device,
+// mlx5_bond_N, for a bond of an adapter's ports) is one NIC: its netdev
+// is the bond, its members are listed in Bond, never as NICs.
 type NIC struct {
 	Name       string   `json:"name"`                  // RDMA device, else netdev
 	RDMADevice string   `json:"rdma_device,omitempty"` // class/infiniband/<name>
-	Netdevs    []string `json:"netdevs"`               // class/net entries of the function (or ports' ndevs)
+	Netdevs    []string `json:"netdevs"`               // class/net entries of the function (or ports' ndevs); a RoCE LAG's bond
 	BusID      string   `json:"bus_id"`
 	Vendor     string   `json:"vendor"` // PCI vendor
 	Device     string   `json:"device"` // PCI device
@@ -467,6 +474,9 @@ type NIC struct {
 	// data through it (NCCL_IB_DATA_DIRECT, default 1), so path classes,
 	// pairs and the NCCL XML place the NIC there (datadirect.go).
 	DataDirect *DataDirect `json:"data_direct,omitempty"`
+	// Bond is set on a RoCE LAG NIC: the bond its RDMA device serves and
+	// the bond's members (the adapter's ports' netdevs). Nil otherwise.
+	Bond *Bond `json:"bond,omitempty"`
 }
 
 // DataPathBusID is the function the NIC's data moves through: its Data
@@ -476,6 +486,22 @@ func (n NIC) DataPathBusID() string {
 		return n.DataDirect.BusID
 	}
 	return n.BusID
+}
+
+// Bond is the kernel bond of a RoCE LAG NIC (drivers/net/ethernet/
+// mellanox/mlx5/core/lag): the RDMA device sits on the adapter's first
+// PF, its GIDs and addresses on the bond; the members carry no address
+// and, but for the first PF, no RDMA device of their own.
+type Bond struct {
+	Name    string       `json:"name"`           // the bond netdev (class/net/<name>/bonding)
+	Mode    string       `json:"mode,omitempty"` // bonding/mode, "802.3ad 4"
+	Members []BondMember `json:"members"`        // bonding/slaves, in the bond's order
+}
+
+// BondMember is one netdev enslaved to a RoCE LAG's bond.
+type BondMember struct {
+	BusID string `json:"bus_id"` // the member's PCI function
+	Interface
 }
 
 // NCCLBusID is the bus id NCCL names the NIC by. NCCL's IB plugin

@@ -19,11 +19,21 @@ type RoleOptions struct {
 
 func (nic NIC) matches(names []string) bool {
 	for _, s := range names {
-		if s == nic.Name || s == nic.RDMADevice || s == nic.BusID || slices.Contains(nic.Netdevs, s) {
+		if s == nic.Name || s == nic.RDMADevice || s == nic.BusID || slices.Contains(nic.Netdevs, s) || nic.hasMember(s) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasMember reports whether a RoCE LAG NIC's bond has a member of that
+// netdev name or PCI bus id: the member is part of this NIC, never one of
+// its own.
+func (nic NIC) hasMember(s string) bool {
+	if nic.Bond == nil {
+		return false
+	}
+	return slices.ContainsFunc(nic.Bond.Members, func(m BondMember) bool { return m.Name == s || m.BusID == s })
 }
 
 // nicKind is the kind of adapter a NIC is: its fabric, PCI id and shape
@@ -622,13 +632,21 @@ func (c *roleCtx) frontEnd(set func(int, Role, string, ...Role), decided []bool)
 	if n.DefaultRouteInterface == "" && len(front) == 0 {
 		// No route table under the root (a capture without one): the front
 		// end is the first Ethernet NIC without RDMA that is up, as
-		// NCCL_SOCKET_IFNAME's fallback picks it.
+		// NCCL_SOCKET_IFNAME's fallback picks it. Where the node's
+		// addresses are known (netlink, addresses.json), one with an
+		// IPv4 address: a bond member or a down port's netdev holds none
+		// and carries no socket.
+		known := AddressesKnown(*n)
+		why := "no route table under the root: the first Ethernet NIC without RDMA that is up"
+		if known {
+			why += " and has an IPv4 address"
+		}
 		for i, nic := range n.NICs {
 			if decided[i] || nic.Fabric.RDMA() || nic.RDMADevice != "" {
 				continue
 			}
-			if slices.ContainsFunc(nic.Interfaces, func(itf Interface) bool { return itf.OperState == "up" }) {
-				set(i, RoleFrontend, "no route table under the root: the first Ethernet NIC without RDMA that is up")
+			if slices.ContainsFunc(nic.Interfaces, func(itf Interface) bool { return socketReady(itf, known) }) {
+				set(i, RoleFrontend, why)
 				front = append(front, i)
 				break
 			}
@@ -673,4 +691,51 @@ func (c *roleCtx) whyNotCompute(i int) string {
 		return fmt.Sprintf("kind %s, behind %s's PCIe switch (%s), but another kind of NIC serves every GPU", c.kinds[i], who, best.class)
 	}
 	return fmt.Sprintf("kind %s, under no GPU's PCIe switch (nearest %s, %s)", c.kinds[i], who, best.class)
+}
+
+// AddressesKnown reports whether the node's IPv4 addresses were read
+// (netlink on a live root, addresses.json elsewhere): some interface of
+// some NIC holds one. A node whose every interface is bare is taken as
+// one whose addresses are unknown.
+func AddressesKnown(n Node) bool {
+	for _, nic := range n.NICs {
+		for _, itf := range nic.Interfaces {
+			if len(itf.IPv4) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// socketReady reports whether itf can carry the node's sockets: up, and
+// holding an IPv4 address where addresses are known.
+func socketReady(itf Interface, addressesKnown bool) bool {
+	return itf.OperState == "up" && (!addressesKnown || len(itf.IPv4) > 0)
+}
+
+// SocketInterface is the one answer to "which interface carries the
+// node's bootstrap sockets" (NCCL_SOCKET_IFNAME, UCX's and Gloo's
+// socket interfaces): the default route's interface where the node has
+// a route table; otherwise the interface of the NIC rule 4 made the
+// front end (role or roles frontend), the first of its interfaces that
+// is up and, where addresses are known, holds an IPv4 address. nic names
+// the NIC ("" for the default route, whose NIC may be a bond or a
+// virtual interface); both are "" when the node has no front end.
+func SocketInterface(n Node) (name, nic string) {
+	if n.DefaultRouteInterface != "" {
+		return n.DefaultRouteInterface, ""
+	}
+	known := AddressesKnown(n)
+	for _, c := range n.NICs {
+		if !c.HasRole(RoleFrontend) {
+			continue
+		}
+		for _, itf := range c.Interfaces {
+			if socketReady(itf, known) {
+				return itf.Name, c.Name
+			}
+		}
+	}
+	return "", ""
 }

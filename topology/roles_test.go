@@ -335,3 +335,73 @@ func TestRolesTrainedDownLink(t *testing.T) {
 		t.Errorf("warnings %q", n.Warnings)
 	}
 }
+
+// A RoCE LAG NIC answers to its bond members' names and bus ids: they
+// are part of it, not NICs of their own.
+func TestMatchesBondMembers(t *testing.T) {
+	nic := NIC{Name: "mlx5_bond_0", RDMADevice: "mlx5_bond_0", BusID: "0000:18:00.0", Netdevs: []string{"bond0"},
+		Bond: &Bond{Name: "bond0", Members: []BondMember{
+			{BusID: "0000:18:00.0", Interface: Interface{Name: "enp24s0f0np0"}},
+			{BusID: "0000:18:00.1", Interface: Interface{Name: "enp24s0f1np1"}},
+		}}}
+	for _, s := range []string{"mlx5_bond_0", "bond0", "0000:18:00.0", "0000:18:00.1", "enp24s0f1np1"} {
+		if !nic.matches([]string{s}) {
+			t.Errorf("%q does not name the LAG NIC", s)
+		}
+	}
+	if nic.matches([]string{"enp25s0"}) || (NIC{Name: "eth0"}).hasMember("eth0") {
+		t.Error("matches a name that is not the NIC's")
+	}
+}
+
+// SocketInterface: the route's interface; else the front-end NIC's
+// interface that is up and, where addresses are known, holds one.
+func TestSocketInterface(t *testing.T) {
+	front := NIC{Name: "eth0", Role: RoleFrontend, Roles: []Role{RoleFrontend},
+		Interfaces: []Interface{{Name: "eth0", OperState: "up"}}}
+	lag := NIC{Name: "mlx5_bond_0", Role: RoleCompute, Roles: []Role{RoleCompute},
+		Interfaces: []Interface{{Name: "bond0", OperState: "up", IPv4: []string{"10.1.0.5/16"}}}}
+	n := Node{DefaultRouteInterface: "br0", NICs: []NIC{front}}
+	if name, nic := SocketInterface(n); name != "br0" || nic != "" {
+		t.Errorf("route: %q %q", name, nic)
+	}
+	n.DefaultRouteInterface = ""
+	if name, nic := SocketInterface(n); name != "eth0" || nic != "eth0" {
+		t.Errorf("front end, addresses unknown: %q %q", name, nic)
+	}
+	n.NICs = append(n.NICs, lag) // addresses now known; eth0 holds none
+	if name, _ := SocketInterface(n); name != "" {
+		t.Errorf("front end without an address: %q", name)
+	}
+	n.NICs[0].Interfaces[0].IPv4 = []string{"10.0.0.21/24"}
+	if name, _ := SocketInterface(n); name != "eth0" {
+		t.Errorf("front end with an address: %q", name)
+	}
+}
+
+// No route table, addresses known: the front end is the first Ethernet
+// NIC without RDMA that is up and holds an IPv4 address, not the first
+// one that is up (a bond member or unconfigured port holds none); the
+// other port of its kind joins it (rule 4), but the socket interface is
+// the addressed one.
+func TestRolesFrontEndNeedsAddress(t *testing.T) {
+	r := railsCompute(4)
+	for k, bus := range []int{0x80, 0xa0} {
+		ids := r.ownRoot(bus, k, 0)
+		e := r.nic(fmt.Sprintf("eth%d", k), ids[0], "0x1563", FabricEthernet, 10)
+		e.RDMADevice, e.Ports, e.Vendor = "", nil, "0x8086"
+		e.Interfaces[0].Name, e.Netdevs = e.Name, []string{e.Name}
+	}
+	r.n.NICs[len(r.n.NICs)-1].Interfaces[0].IPv4 = []string{"10.0.0.21/24"}
+	n := r.link(t, RoleOptions{})
+	wantRoles(t, n, map[string]Role{"eth0": RoleFrontend, "eth1": RoleFrontend})
+	if why := roleOf(t, n, "eth0").RoleReason; !strings.Contains(why, "same kind of adapter") {
+		t.Errorf("eth0 reason %q", why)
+	}
+	if why := roleOf(t, n, "eth1").RoleReason; !strings.Contains(why, "has an IPv4 address") {
+		t.Errorf("eth1 reason %q", why)
+	}
+	if name, nic := SocketInterface(*n); name != "eth1" || nic != "eth1" {
+		t.Errorf("socket interface %q (NIC %q), want eth1", name, nic)
+	}
+}

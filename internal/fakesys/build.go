@@ -274,20 +274,38 @@ func (b *builder) virtualNet() {
 		b.t.link("sys/class/net/"+name, d)
 	}
 	// A bond: bonding/slaves lists the netdevs enslaved to it (the kernel's
-	// drivers/net/bonding/bond_sysfs.c), in spec order.
-	for _, name := range b.s.Bonds {
+	// drivers/net/bonding/bond_sysfs.c), in spec order. The bond takes its
+	// first slave's MAC and MTU (bond_enslave, fail_over_mac none) and
+	// reports the sum of its up slaves' speeds (bond_ethtool_get_link_ksettings).
+	for _, bond := range b.s.Bonds {
+		name := bond.Name
 		d := "sys/devices/virtual/net/" + name
 		var slaves []string
+		nd := Netdev{Name: name, Type: 1, MTU: 9000, Operstate: "up", Address: "02:42:00:00:00:02"}
+		speed := 0
 		for _, fn := range b.s.Functions() {
-			for _, nd := range fn.Device.Netdevs {
-				if nd.Master == name {
-					slaves = append(slaves, nd.Name)
+			for i, s := range fn.Device.Netdevs {
+				if s.Master != name {
+					continue
+				}
+				a, _ := parseBDF(fn.BDF) // validated
+				vendor, _, _, _, _ := b.kindDefaults(fn.Device)
+				s = netdevDefaults(s, a, i, macOUI(vendor))
+				if len(slaves) == 0 {
+					nd.Address, nd.MTU = s.Address, s.MTU
+				}
+				slaves = append(slaves, s.Name)
+				if s.Operstate == "up" && s.Speed != nil && *s.Speed > 0 {
+					speed += *s.Speed
 				}
 			}
 		}
-		b.netdevFiles(d, Netdev{Name: name, Type: 1, MTU: 9000, Operstate: "up", Address: "02:42:00:00:00:02"}, "")
+		if speed > 0 {
+			nd.Speed = &speed
+		}
+		b.netdevFiles(d, nd, "")
 		b.t.attr(d+"/bonding/slaves", strings.Join(slaves, " "))
-		b.t.attr(d+"/bonding/mode", "802.3ad 4")
+		b.t.attr(d+"/bonding/mode", cmpOr(bond.Mode, "802.3ad 4"))
 		b.t.link("sys/class/net/"+name, d)
 	}
 }

@@ -501,6 +501,7 @@ func (b *builder) rdma(d *Device, fnDir string, a bdf) {
 		if ndev == "" && p.Port-1 < len(d.Netdevs) {
 			ndev = d.Netdevs[p.Port-1].Name
 		}
+		ndev = b.s.gidNetdev(d, ndev)
 		gids := p.GIDs
 		if len(gids) == 0 {
 			g0 := "fe80:0000:0000:0000:" + guid

@@ -57,8 +57,9 @@ type Spec struct {
 	// VirtualNetdevs are written under sys/devices/virtual/net.
 	VirtualNetdevs []string `yaml:"virtual_netdevs"`
 	// Bonds are bonding netdevs (sys/devices/virtual/net/<name>/bonding);
-	// their slaves are the netdevs whose master names them.
-	Bonds []string `yaml:"bonds"`
+	// their slaves are the netdevs whose master names them. Each is a
+	// name, or {name, ipv4, mode}.
+	Bonds []Bond `yaml:"bonds"`
 	// Files are copied into the root: a vendor's installed files (NCCL
 	// topology files), from testdata/files.
 	Files []File `yaml:"files"`
@@ -464,6 +465,43 @@ func (c NVLinkCount) String() string {
 	return strconv.Itoa(c.N)
 }
 
+// Bond is a bonding netdev of the spec.
+type Bond struct {
+	Name string
+	// IPv4 are the bond's addresses in CIDR form (addresses.json): a RoCE
+	// LAG's addresses are on the bond, never on its members.
+	IPv4 []string `yaml:"ipv4"`
+	// Mode is bonding/mode; "802.3ad 4" when empty.
+	Mode string `yaml:"mode"`
+}
+
+// UnmarshalYAML reads a bond's name, or a mapping {name, ipv4, mode}.
+func (b *Bond) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*b = Bond{Name: n.Value}
+		return nil
+	}
+	var v struct {
+		Name string   `yaml:"name"`
+		IPv4 []string `yaml:"ipv4"`
+		Mode string   `yaml:"mode"`
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: bonds: want a name or {name, ipv4, mode}", n.Line)
+	}
+	// Strict, as the rest of the spec: an unknown key is an error.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i].Value; k != "name" && k != "ipv4" && k != "mode" {
+			return fmt.Errorf("line %d: bonds: field %s not found", n.Content[i].Line, k)
+		}
+	}
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*b = Bond{Name: v.Name, IPv4: v.IPv4, Mode: v.Mode}
+	return nil
+}
+
 // NVLinkCount is a number of NVLinks, or NotSupported.
 type NVLinkCount struct {
 	N            int
@@ -694,7 +732,16 @@ func (s *Spec) Validate() error {
 		}
 	}
 	virtual := map[string]bool{}
-	for _, v := range append(slices.Clone(s.VirtualNetdevs), s.Bonds...) {
+	names := slices.Clone(s.VirtualNetdevs)
+	for _, b := range s.Bonds {
+		names = append(names, b.Name)
+		for _, p := range b.IPv4 {
+			if err := checkIPv4(p); err != nil {
+				return specErr("bond %s: %v", b.Name, err)
+			}
+		}
+	}
+	for _, v := range names {
 		if v == "" || strings.ContainsAny(v, "/ ") || seen["net:"+v] || virtual[v] {
 			return specErr("virtual netdev or bond %q: bad or used twice", v)
 		}
@@ -706,6 +753,9 @@ func (s *Spec) Validate() error {
 				return specErr("netdev %s: master %q is not a bond or virtual netdev of the spec", nd.Name, nd.Master)
 			}
 		}
+	}
+	if err := s.checkLAG(); err != nil {
+		return err
 	}
 	for _, f := range s.Files {
 		if !fs.ValidPath(f.Path) || f.Path == "." || strings.HasPrefix(f.Path, "sys/") || strings.HasPrefix(f.Path, "proc/") {

@@ -539,6 +539,11 @@ func (b *builder) addresses() ([]byte, error) {
 			}
 		}
 	}
+	for _, bond := range b.s.Bonds {
+		if len(bond.IPv4) > 0 {
+			ifs[bond.Name] = slices.Clone(bond.IPv4)
+		}
+	}
 	if len(ifs) == 0 {
 		return nil, nil
 	}

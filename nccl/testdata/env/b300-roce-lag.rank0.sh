@@ -1,0 +1,10 @@
+# b300-roce-lag, local rank 0. Written by hand: no route table, addresses known: the front end is the first Ethernet NIC without RDMA that is up with an IPv4 address, enp100s0 (10.0.0.21/24) -- never a bond member (no address, and no NIC of its own); compute HCAs = one RoCE LAG device per ConnectX-8, mlx5_bond_0..7 in bus order, port 1 (the LAG device has one port); RoCE v2 IPv4 GID at index 3 on every bond (spec gids); GPU 0 behind mlx5_bond_0's ConnectX switch (PXB); socket 0 CPUs 0-63,128-191.
+export CUDA_DEVICE_ORDER='PCI_BUS_ID'
+export NCCL_SOCKET_IFNAME='=enp100s0'
+export NCCL_IB_HCA='=mlx5_bond_0:1,mlx5_bond_1:1,mlx5_bond_2:1,mlx5_bond_3:1,mlx5_bond_4:1,mlx5_bond_5:1,mlx5_bond_6:1,mlx5_bond_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_NICS='mlx5_bond_0'
+export GPUAFFINITY_CPUS='0-63,128-191'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_bond_0:1'

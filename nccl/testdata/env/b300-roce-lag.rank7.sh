@@ -1,0 +1,10 @@
+# b300-roce-lag, local rank 7 (last). By hand: GPU 7 (df:00.0) behind the ConnectX switch of mlx5_bond_7 (dc:00.0, bond7 = enp220s0f0np0 + enp220s0f1np1); NUMA 1 = CPUs 64-127,192-255; node-level lines as rank 0.
+export CUDA_DEVICE_ORDER='PCI_BUS_ID'
+export NCCL_SOCKET_IFNAME='=enp100s0'
+export NCCL_IB_HCA='=mlx5_bond_0:1,mlx5_bond_1:1,mlx5_bond_2:1,mlx5_bond_3:1,mlx5_bond_4:1,mlx5_bond_5:1,mlx5_bond_6:1,mlx5_bond_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='7'
+export GPUAFFINITY_NICS='mlx5_bond_7'
+export GPUAFFINITY_CPUS='64-127,192-255'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='mlx5_bond_7:1'
