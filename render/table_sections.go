@@ -151,6 +151,9 @@ func writeNICSwitches(ew *errWriter, f *facts) {
 	}
 	for i, nic := range n.NICs {
 		add(nic.BusID, fmt.Sprintf("NIC%d %s", i, nic.Name))
+		if dd := nic.DataDirect; dd != nil && top(dd.BusID) != top(nic.BusID) {
+			add(dd.BusID, fmt.Sprintf("NIC%d %s's Data Direct %s", i, nic.Name, dd.BusID))
+		}
 	}
 	for _, g := range n.GPUs {
 		add(g.BusID, fmt.Sprintf("GPU%d", g.Index))
