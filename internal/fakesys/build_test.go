@@ -243,7 +243,7 @@ func TestDGXReplay(t *testing.T) {
 func TestGraceHopper(t *testing.T) {
 	root := machineRoot(t, "grace-hopper")
 	for p, want := range map[string]string{
-		"proc/driver/nvidia/gpus/0009:01:00.0/numa_status": "Node: 1\nStatus: online\n",
+		"proc/driver/nvidia/gpus/0009:01:00.0/numa_status": "Node:      1\nStatus:    online\n",
 		"sys/devices/system/node/has_cpu":                  "0\n",
 		"sys/devices/system/node/has_memory":               "0-1\n",
 		"sys/devices/system/node/online":                   "0-8\n",
