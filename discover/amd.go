@@ -176,10 +176,23 @@ func amdInfo(nodes []kfd.Node, ordinal map[int]int) *topology.AMDGPU {
 	for _, n := range nodes {
 		a.KFDNodes = append(a.KFDNodes, n.ID)
 		a.Ordinals = append(a.Ordinals, ordinal[n.ID])
+		cus := 0
 		if n.Props.SIMDPerCU > 0 {
-			a.ComputeUnits += int(n.Props.SIMDCount / n.Props.SIMDPerCU)
+			cus = int(n.Props.SIMDCount / n.Props.SIMDPerCU)
 		}
+		a.ComputeUnits += cus
 		a.XCCs += int(n.Props.NumXCC)
+		p := topology.AMDPartition{Partition: n.Partition, KFDNode: n.ID, Ordinal: ordinal[n.ID], GPUID: n.GPUID,
+			ComputeUnits: cus, XCCs: int(n.Props.NumXCC)}
+		if m := n.Props.DRMRenderMinor; m != 0 {
+			v := int(m)
+			p.RenderMinor = &v
+		}
+		a.Partitions = append(a.Partitions, p)
+	}
+	if len(a.Partitions) < 2 {
+		// SPX: the GPU is its one node; the list is for split GPUs.
+		a.Partitions = nil
 	}
 	if m := first.Props.DRMRenderMinor; m != 0 {
 		v := int(m)
