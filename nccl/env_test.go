@@ -71,6 +71,7 @@ var envFixtures = []struct {
 	// CPX: 64 HIP devices, one rank per partition (RanksPerGPU): rank 8
 	// is the first partition of GPU 1, rank 63 the last of GPU 7.
 	{"amd-mi300x-cpx", "ens99f0np0", 63, 0, []int{8}},
+	{"amd-mi355x", "ens99f0np0", 7, 0, nil}, // MI355X (gfx950), Pollara
 	{"azure-nd-mi300x-v5", "eth0", 7, 0, nil},
 	{"oci-bm-gpu-mi300x", "eth0", 7, 0, nil},
 	// NVIDIA H100 + AMD MI210: each rank its own GPU's library's
