@@ -345,7 +345,9 @@ func TestFixtureAMDMI300XCPX(t *testing.T) {
 		if code != 0 {
 			t.Errorf("exit %d", code)
 		}
-		wantResult(t, rep, "gpu.count", health.Pass, "8 GPUs")
+		// The 8 physical GPUs are judged; the note counts their 64
+		// partitions.
+		wantResult(t, rep, "gpu.count", health.Pass, "8 GPUs, AMD Instinct MI300X, 64 compute partitions (CPX)")
 		wantResult(t, rep, "amd.xgmi", health.Pass, "7 others")
 		wantResult(t, rep, "topo.aligned", health.Pass, "8 GPUs")
 	})
