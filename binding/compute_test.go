@@ -338,6 +338,17 @@ func TestFixtureMaps(t *testing.T) {
 				{4, "96-119,288-311", "1"}, {5, "120-143,312-335", "1"}, {6, "144-167,336-359", "1"}, {7, "168-191,360-383", "1"},
 			}, ""},
 		}},
+		{"amd-mi355x", []modeWant{
+			// 2 x EPYC 9575F, 64 cores, siblings +128: node 0 =
+			// 0-63,128-191 (GPUs 0-3), node 1 = 64-127,192-255 (GPUs 4-7).
+			{ModeNode, 1, cat(per(0, 3, "0-63,128-191", "0"), per(4, 7, "64-127,192-255", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-63,128-191", "0"), per(4, 7, "64-127,192-255", "1")), ""},
+			// 64 cores / 4 GPUs = 16 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-15,128-143", "0"}, {1, "16-31,144-159", "0"}, {2, "32-47,160-175", "0"}, {3, "48-63,176-191", "0"},
+				{4, "64-79,192-207", "1"}, {5, "80-95,208-223", "1"}, {6, "96-111,224-239", "1"}, {7, "112-127,240-255", "1"},
+			}, ""},
+		}},
 		{"azure-nd-mi300x-v5", []modeWant{
 			// ND MI300X v5: 96 vCPUs, SMT off, 2 x 48 (Azure's NHC
 			// check_hw_cpuinfo 2 96 96; RCCL's VM model's NUMA masks):
@@ -396,6 +407,9 @@ func TestFixtureMaps(t *testing.T) {
 		"gb300-nvl72-tray": "gb200-nvl72-tray",
 		// AMD: other NICs (Pollara), or GPU faults on the same CPUs.
 		"amd-mi300x-pollara": "amd-mi300x", "amd-mi300x-faults": "amd-mi300x",
+		// CPX: the same GPUs and CPUs; the map at K ranks per GPU is
+		// amd-mi300x's (the commands pick K = 8 there, cpumap tests).
+		"amd-mi300x-cpx": "amd-mi300x",
 	}
 	for v, base := range variants {
 		for _, c := range cases {

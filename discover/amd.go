@@ -149,6 +149,7 @@ func amdGPUs(devs []pci.Device, t kfd.Topology, first int, warn func(...error)) 
 	for i := range out {
 		out[i].Index = first + i
 	}
+	partitionGaps(out, warn)
 	// XGMI links name their peer by KFD node: resolve to bus ids.
 	busOf := map[int]string{}
 	for a, k := range byAddr {
@@ -176,10 +177,23 @@ func amdInfo(nodes []kfd.Node, ordinal map[int]int) *topology.AMDGPU {
 	for _, n := range nodes {
 		a.KFDNodes = append(a.KFDNodes, n.ID)
 		a.Ordinals = append(a.Ordinals, ordinal[n.ID])
+		cus := 0
 		if n.Props.SIMDPerCU > 0 {
-			a.ComputeUnits += int(n.Props.SIMDCount / n.Props.SIMDPerCU)
+			cus = int(n.Props.SIMDCount / n.Props.SIMDPerCU)
 		}
+		a.ComputeUnits += cus
 		a.XCCs += int(n.Props.NumXCC)
+		p := topology.AMDPartition{Partition: n.Partition, KFDNode: n.ID, Ordinal: ordinal[n.ID], GPUID: n.GPUID,
+			ComputeUnits: cus, XCCs: int(n.Props.NumXCC)}
+		if m := n.Props.DRMRenderMinor; m != 0 {
+			v := int(m)
+			p.RenderMinor = &v
+		}
+		a.Partitions = append(a.Partitions, p)
+	}
+	if len(a.Partitions) < 2 {
+		// SPX: the GPU is its one node; the list is for split GPUs.
+		a.Partitions = nil
 	}
 	if m := first.Props.DRMRenderMinor; m != 0 {
 		v := int(m)
@@ -195,6 +209,28 @@ func amdInfo(nodes []kfd.Node, ordinal map[int]int) *topology.AMDGPU {
 		a.XGMIPhysicalID = &v
 	}
 	return a
+}
+
+// partitionGaps warns about a GPU whose KFD nodes are fewer than those of
+// the other GPUs in its compute partition mode: a partition KFD did not
+// add (a capture of a real CPX node lists 7 nodes for its last MI300X),
+// so HIP has a device less and the ordinals after it move down.
+func partitionGaps(gpus []topology.GPU, warn func(...error)) {
+	most := map[string]int{}
+	for _, g := range gpus {
+		if g.AMD != nil && g.AMD.ComputePartition != "" {
+			most[g.AMD.ComputePartition] = max(most[g.AMD.ComputePartition], len(g.AMD.KFDNodes))
+		}
+	}
+	for _, g := range gpus {
+		if g.AMD == nil || g.AMD.ComputePartition == "" {
+			continue
+		}
+		if n, m := len(g.AMD.KFDNodes), most[g.AMD.ComputePartition]; n < m {
+			warn(fmt.Errorf("GPU %s is in %s with %d KFD node(s), other %s GPUs have %d (%s): a compute partition is missing, so HIP sees a device less and local ranks per partition do not apply",
+				g.BusID, g.AMD.ComputePartition, n, g.AMD.ComputePartition, m, kfd.NodesDir))
+		}
+	}
 }
 
 // KFD's io_link weights (kfd_crat.c): KFD_CRAT_XGMI_WEIGHT per XGMI

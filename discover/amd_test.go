@@ -172,3 +172,35 @@ func TestROCmInfo(t *testing.T) {
 		t.Errorf("no warning naming %s: %q", kfd.PeerMemoryPaths[0], n.Warnings)
 	}
 }
+
+// TestAMDPartitionGap: two GPUs in CPX, one of which KFD lists with a
+// partition less (as the last MI300X of ROCm's k8s-device-plugin CPX
+// capture: 7 nodes): each GPU lists its partitions (KFD node, ordinal,
+// render node), and the short one is a warning naming it.
+func TestAMDPartitionGap(t *testing.T) {
+	cpx := func(n kfd.Node) kfd.Node { n.DRM.ComputePartition = "CPX"; return n }
+	top := kfd.Topology{Nodes: []kfd.Node{
+		{ID: 0, Props: kfd.Properties{CPUCoresCount: 96}},
+		cpx(kfdGPU(1, 0x20, 0)), cpx(kfdGPU(2, 0x20, 1)),
+		cpx(kfdGPU(3, 0x40, 0)),
+	}}
+	var warns []string
+	gs := amdGPUs([]pci.Device{amdDev(0x20), amdDev(0x40)}, top, 0, func(errs ...error) {
+		for _, e := range errs {
+			warns = append(warns, e.Error())
+		}
+	})
+	if len(gs) != 2 {
+		t.Fatalf("%d GPUs", len(gs))
+	}
+	p := gs[0].AMD.Partitions
+	if len(p) != 2 || p[1].Partition != 1 || p[1].KFDNode != 2 || p[1].Ordinal != 1 || p[1].RenderMinor == nil || *p[1].RenderMinor != 129 {
+		t.Errorf("GPU 0 partitions %+v", p)
+	}
+	if gs[1].AMD.Partitions != nil {
+		t.Errorf("GPU 1 (one node): partitions %+v, want none", gs[1].AMD.Partitions)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "GPU 0000:40:00.0 is in CPX with 1 KFD node(s), other CPX GPUs have 2") {
+		t.Errorf("warnings %q", warns)
+	}
+}

@@ -59,6 +59,10 @@ type Line struct {
 	// Links is one entry per GPU in Slurm's device order: -1 for this
 	// GPU, else the NVLink count; nil omits Links=.
 	Links []int
+	// Partition is the AMD compute partition the line stands for, where
+	// the GPU is split into several (CPX): one line per partition, File=
+	// its render node; nil for a whole GPU.
+	Partition *int
 }
 
 // String renders the line in gres.conf syntax, without a newline.
@@ -196,7 +200,53 @@ func GresConf(n topology.Node, opts Options) ([]Line, []string, error) {
 		}
 		lines = append(lines, l)
 	}
-	return lines, warns, nil
+	return partitionLines(lines, gpus, devDir, warns)
+}
+
+// partitionLines splits the line of each AMD GPU split into compute
+// partitions into one line per partition (AMDGPU.Partitions): each is a
+// GPU to HIP, RCCL and Slurm, with its own render node (the GPU's, then
+// its amdgpu_xcp devices': what Slurm's AutoDetect=rsmi and ROCm's device
+// plugin list), and the GPU's Cores=. Partitions of one GPU share its
+// dies rather than an XGMI link, which Links= (link counts) cannot say:
+// on such a node Links= is left out, with a warning; Slurm's device order
+// (bus order, then partition) keeps a job's partitions on few GPUs.
+func partitionLines(lines []Line, gpus []topology.GPU, devDir string, warns []string) ([]Line, []string, error) {
+	split := false
+	for _, g := range gpus {
+		split = split || (g.AMD != nil && len(g.AMD.Partitions) > 1)
+	}
+	if !split {
+		return lines, warns, nil
+	}
+	out := make([]Line, 0, len(lines))
+	files := map[string]int{}
+	for i, l := range lines {
+		l.Links = nil
+		g := gpus[i]
+		if g.AMD == nil || len(g.AMD.Partitions) < 2 {
+			out = append(out, l)
+			files[l.File] = g.Index
+			continue
+		}
+		for _, p := range g.AMD.Partitions {
+			pl := l
+			part := p.Partition
+			pl.Partition = &part
+			if p.RenderMinor == nil {
+				warns = append(warns, fmt.Sprintf("GPU %d (%s) partition %d: KFD gives no render node; left out", g.Index, g.BusID, p.Partition))
+				continue
+			}
+			pl.File = filepath.Join(devDir, "dri", "renderD"+strconv.Itoa(*p.RenderMinor))
+			if prev, dup := files[pl.File]; dup {
+				return nil, warns, fmt.Errorf("gres: GPUs %d and %d both map to %s", prev, g.Index, pl.File)
+			}
+			files[pl.File] = g.Index
+			out = append(out, pl)
+		}
+	}
+	warns = append(warns, "AMD GPUs split into compute partitions: one line per partition (its render node); Links= left out, as partitions of one GPU share its dies rather than an XGMI link")
+	return out, warns, nil
 }
 
 // Write writes lines as a gres.conf: a header comment, AutoDetect=off

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -117,7 +118,27 @@ func checkGPUCount(_ context.Context, in *Input) Result {
 		return Result{Verdict: Warn, Reason: "GPUs differ: " + strings.Join(parts, "; "),
 			Hint: "mixed GPU models; pass --expect to say which is right"}
 	}
-	return Result{Verdict: Pass, Reason: fmt.Sprintf("%s, %s", plural(len(in.gpus), "GPU"), order[0])}
+	return Result{Verdict: Pass, Reason: fmt.Sprintf("%s, %s%s", plural(len(in.gpus), "GPU"), order[0], partitionNote(in.gpus))}
+}
+
+// partitionNote says how many compute partitions the AMD GPUs are split
+// into, where they are (CPX: ", 64 compute partitions (CPX)"): each is a
+// GPU to HIP, RCCL and Slurm, while the checks judge the physical GPUs.
+func partitionNote(gpus []topology.GPU) string {
+	parts, modes := 0, []string{}
+	for _, g := range gpus {
+		if g.AMD == nil || len(g.AMD.Partitions) < 2 {
+			continue
+		}
+		parts += len(g.AMD.Partitions)
+		if !slices.Contains(modes, g.AMD.ComputePartition) {
+			modes = append(modes, g.AMD.ComputePartition)
+		}
+	}
+	if parts == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d compute partitions (%s)", parts, strings.Join(modes, ", "))
 }
 
 // checkGPUVisible judges each vendor's GPUs by its own driver: NVIDIA

@@ -34,7 +34,9 @@ type Request struct {
 	// from ("--local-rank", "LOCAL_RANK", ...).
 	Rank       *int
 	RankSource string
-	// Mode and RanksPerGPU select the binding map (package binding).
+	// Mode and RanksPerGPU select the binding map (package binding);
+	// RanksPerGPU 0 is nccl.RanksPerGPU's default (1, or the compute
+	// partitions per GPU of a partitioned AMD node).
 	Mode        binding.Mode
 	RanksPerGPU int
 	// Policy is the memory policy (bind.PolicyBind unless asked).
@@ -95,7 +97,17 @@ func Build(n *topology.Node, req Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: no command", ErrRequest)
 	}
 	if req.RanksPerGPU < 1 {
+		// Unset: one rank per compute partition on a partitioned AMD
+		// node (nccl.RanksPerGPU), else one per GPU.
 		req.RanksPerGPU = 1
+		if n != nil {
+			lookup := envLookup(req.Environ)
+			er := nccl.EnvRequest{Preset: lookup}
+			if cvd, ok := lookup("CUDA_VISIBLE_DEVICES"); ok {
+				er.CUDAVisibleDevices = &cvd
+			}
+			req.RanksPerGPU = nccl.RanksPerGPU(*n, er)
+		}
 	}
 	p := &Plan{Argv: req.Argv, Policy: req.Policy, Rank: req.Rank, RankSource: req.RankSource}
 	cpusGiven, memsGiven := !req.CPUs.IsEmpty(), !req.Mems.IsEmpty()

@@ -22,8 +22,10 @@ type EnvRequest struct {
 	// CUDA_VISIBLE_DEVICES, Preset's ROCR_VISIBLE_DEVICES and
 	// HIP_VISIBLE_DEVICES select them.
 	CUDAVisibleDevices *string
-	// RanksPerGPU is how many local ranks share one GPU (0 means 1): rank
-	// r drives device r/RanksPerGPU.
+	// RanksPerGPU is how many local ranks share one GPU: rank r drives
+	// device r/RanksPerGPU. 0 means 1, or on a node whose GPUs are AMD
+	// GPUs split alike into k compute partitions (and no device list
+	// narrows them), k: one rank per partition (RanksPerGPU).
 	RanksPerGPU int
 	// TopoFile is the path NCCL_TOPO_FILE gets: a vendor file in use or
 	// the XML gpuaffinity wrote; "" for none.
@@ -87,7 +89,8 @@ func BuildEnv(n topology.Node, req EnvRequest) (Env, error) {
 	b := &envBuilder{n: n, env: Env{Rank: req.Rank}}
 	var gpu *topology.GPU
 	if req.Rank != nil {
-		g, err := rankGPU(n, *req.Rank, req.RanksPerGPU, func() (topology.Selection, error) {
+		b.perGPU = RanksPerGPU(n, req)
+		g, err := rankGPU(n, *req.Rank, b.perGPU, func() (topology.Selection, error) {
 			return topology.ProcessGPUs(n, req.CUDAVisibleDevices, req.Preset)
 		})
 		if err != nil {
@@ -96,6 +99,7 @@ func BuildEnv(n topology.Node, req EnvRequest) (Env, error) {
 		gpu = g
 		idx := g.Index
 		b.env.GPU = &idx
+		b.slot = *req.Rank % b.perGPU
 	}
 	b.vendor(gpu)
 	b.node(req)
@@ -121,6 +125,26 @@ type envBuilder struct {
 	amd bool
 	// mixed: the node has NVIDIA and AMD GPUs.
 	mixed bool
+	// perGPU is the ranks per GPU the rank was mapped with (RanksPerGPU),
+	// slot its place among its GPU's ranks (rank % perGPU).
+	perGPU, slot int
+}
+
+// RanksPerGPU is the ranks per GPU req maps local ranks with: its
+// RanksPerGPU when set; else, where the process sees every GPU of the
+// node (no CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or
+// HIP_VISIBLE_DEVICES) and they are AMD GPUs split alike into k > 1
+// compute partitions, k (topology.PartitionsPerGPU: HIP numbers the
+// partitions, so local rank r is HIP device r); else 1.
+func RanksPerGPU(n topology.Node, req EnvRequest) int {
+	if req.RanksPerGPU > 0 {
+		return req.RanksPerGPU
+	}
+	sel, err := topology.ProcessGPUs(n, req.CUDAVisibleDevices, req.Preset)
+	if err != nil || sel.Source != "" {
+		return 1
+	}
+	return topology.PartitionsPerGPU(n, sel)
 }
 
 func (b *envBuilder) set(name, value string) {

@@ -42,8 +42,16 @@ import (
 //     topology.ProcessGPUs, but GPUAFFINITY_HIP_DEVICES stays in the
 //     numbering of every GPU).
 
-// hipDevicesVar names the rank's HIP device ordinals (AMDGPU.Ordinals).
-const hipDevicesVar = "GPUAFFINITY_HIP_DEVICES"
+// hipDevicesVar names the rank's HIP device ordinals (AMDGPU.Ordinals):
+// on a partitioned node with one rank per partition, the rank's own
+// partition's; partitionVar and renderNodeVar then name that partition
+// and its DRM render node (what a container runtime or Slurm's
+// gres.conf gives the rank).
+const (
+	hipDevicesVar = "GPUAFFINITY_HIP_DEVICES"
+	partitionVar  = "GPUAFFINITY_PARTITION"
+	renderNodeVar = "GPUAFFINITY_RENDER_NODE"
+)
 
 // vendor decides whose variables the env holds: the rank's GPU's
 // library, or without a rank RCCL's only where every GPU is an AMD one.
@@ -137,6 +145,17 @@ func (b *envBuilder) hipDevices(g topology.GPU, req EnvRequest) {
 	ords := make([]string, len(g.AMD.Ordinals))
 	for i, o := range g.AMD.Ordinals {
 		ords[i] = strconv.Itoa(o)
+	}
+	if len(ords) > 1 && b.perGPU == len(ords) && len(g.AMD.Partitions) == len(ords) {
+		// One rank per compute partition: the rank's own partition, the
+		// HIP device of its slot (partition order is ordinal order).
+		p := g.AMD.Partitions[b.slot]
+		b.set(hipDevicesVar, strconv.Itoa(p.Ordinal))
+		b.set(partitionVar, strconv.Itoa(p.Partition))
+		if p.RenderMinor != nil {
+			b.set(renderNodeVar, "renderD"+strconv.Itoa(*p.RenderMinor))
+		}
+		return
 	}
 	b.set(hipDevicesVar, strings.Join(ords, ","))
 	if len(ords) > 1 {

@@ -187,8 +187,50 @@ func TestEnvAMDPCIe(t *testing.T) {
 	envWarned(t, envMustBuild(t, m, EnvRequest{Rank: envIntp(5)}), "GPUs 4-6 (XGMI hive 0x00000000000000aa); GPU 7 (no XGMI hive)")
 }
 
-// TestEnvAMDCPX: a GPU in CPX mode is 8 HIP devices; the rank's
-// GPUAFFINITY_HIP_DEVICES lists all 8 with a warning. KFD numbers the
+// TestEnvAMDRanksPerPartition: on amd-mi300x-cpx local ranks count
+// partitions (rank 9 = HIP device 9 = GPU 1 partition 1, renderD137);
+// --ranks-per-gpu 1, a device list, or GPUs split unequally map ranks to
+// whole GPUs again.
+func TestEnvAMDRanksPerPartition(t *testing.T) {
+	n := fixtureNode(t, "amd-mi300x-cpx")
+	if k := RanksPerGPU(n, EnvRequest{}); k != 8 {
+		t.Fatalf("RanksPerGPU %d, want 8", k)
+	}
+	e := envMustBuild(t, n, EnvRequest{Rank: envIntp(9)})
+	envMustGet(t, e, "GPUAFFINITY_GPU", "1")
+	envMustGet(t, e, hipDevicesVar, "9")
+	envMustGet(t, e, partitionVar, "1")
+	envMustGet(t, e, renderNodeVar, "renderD137")
+	envMustGet(t, e, "GPUAFFINITY_NICS", "mlx5_1")
+	if len(e.Warnings) != 0 {
+		t.Errorf("warnings %q", e.Warnings)
+	}
+
+	e = envMustBuild(t, n, EnvRequest{Rank: envIntp(1), RanksPerGPU: 1})
+	envMustGet(t, e, "GPUAFFINITY_GPU", "1")
+	envMustGet(t, e, hipDevicesVar, "8,9,10,11,12,13,14,15")
+	envMustUnset(t, e, partitionVar)
+	envWarned(t, e, "--ranks-per-gpu 8")
+
+	preset := func(name string) (string, bool) {
+		if name == "HIP_VISIBLE_DEVICES" {
+			return "8", true
+		}
+		return "", false
+	}
+	if k := RanksPerGPU(n, EnvRequest{Preset: preset}); k != 1 {
+		t.Errorf("with HIP_VISIBLE_DEVICES: RanksPerGPU %d, want 1", k)
+	}
+
+	n.GPUs[7].AMD.Partitions = n.GPUs[7].AMD.Partitions[:7]
+	if k := RanksPerGPU(n, EnvRequest{}); k != 1 {
+		t.Errorf("GPU 7 with 7 partitions: RanksPerGPU %d, want 1", k)
+	}
+}
+
+// TestEnvAMDCPX: a GPU in CPX mode is 8 HIP devices; without the
+// partitions' list (a node from before it) or with ranks mapped to whole
+// GPUs, the rank's GPUAFFINITY_HIP_DEVICES lists all 8 with a warning. KFD numbers the
 // partitions' nodes in a row, so GPU 1's are ordinals 8-15
 // (ROCm/k8s-device-plugin testdata/topo-mi300-cpx: 8 nodes per GPU).
 func TestEnvAMDCPX(t *testing.T) {

@@ -74,6 +74,10 @@ var envFixtures = []struct {
 	{"amd-mi300x", "ens99f0np0", 7, 0, nil},
 	{"amd-mi300x-faults", "ens99f0np0", 7, 0, []int{6}},
 	{"amd-mi300x-pollara", "ens99f0np0", 7, 0, nil},
+	// CPX: 64 HIP devices, one rank per partition (RanksPerGPU): rank 8
+	// is the first partition of GPU 1, rank 63 the last of GPU 7.
+	{"amd-mi300x-cpx", "ens99f0np0", 63, 0, []int{8}},
+	{"amd-mi355x", "ens99f0np0", 7, 0, nil}, // MI355X (gfx950), Pollara
 	{"azure-nd-mi300x-v5", "eth0", 7, 0, nil},
 	{"oci-bm-gpu-mi300x", "eth0", 7, 0, nil},
 	// NVIDIA H100 + AMD MI210: each rank its own GPU's library's
@@ -138,7 +142,9 @@ func TestEnvFixtures(t *testing.T) {
 				if want := envExpected(t, file); b.String() != want {
 					t.Errorf("rank %d: got\n%s\nwant (testdata/env/%s)\n%s", rank, b.String(), file, want)
 				}
-				if e.GPU == nil || *e.GPU != rank || e.Rank == nil || *e.Rank != rank {
+				// One rank per GPU, or per compute partition (CPX).
+				gpu := rank / RanksPerGPU(n, EnvRequest{})
+				if e.GPU == nil || *e.GPU != gpu || e.Rank == nil || *e.Rank != rank {
 					t.Errorf("rank %d: Env.Rank %v, Env.GPU %v", rank, e.Rank, e.GPU)
 				}
 				if rank == 0 && len(e.Warnings) != f.warnings {

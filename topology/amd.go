@@ -58,6 +58,12 @@ type AMDGPU struct {
 	// ("SPX", "CPX"; "NPS1", "NPS4"); "" where the GPU has none.
 	ComputePartition string `json:"compute_partition,omitempty"`
 	MemoryPartition  string `json:"memory_partition,omitempty"`
+	// Partitions are the GPU's compute partitions as HIP and RCCL see
+	// them, each a GPU of its own (a KFD node, a HIP device, a render
+	// node), in partition order; set only where KFD lists more than one
+	// node for the GPU (DPX, QPX, CPX). They share the GPU's PCI
+	// function, so its NUMA node, PCIe paths, NICs and XGMI links.
+	Partitions []AMDPartition `json:"partitions,omitempty"`
 	// XGMILinks are the GPU's XGMI links to other GPUs (KFD io_links of
 	// type XGMI between first partitions), in peer order.
 	XGMILinks []XGMILink `json:"xgmi_links"`
@@ -71,6 +77,52 @@ type AMDGPU struct {
 	RAS []RASCount `json:"ras"`
 	// PCIeReplayCount is amdgpu's pcie_replay_count; nil where absent.
 	PCIeReplayCount *uint64 `json:"pcie_replay_count"`
+}
+
+// AMDPartition is one compute partition of an AMD GPU: one KFD node.
+type AMDPartition struct {
+	// Partition is its number within the GPU (KFD's node id in the
+	// GPU, location_id's low bits): 0..n-1.
+	Partition int `json:"partition"`
+	// KFDNode is its KFD topology node; Ordinal its HIP/ROCr device
+	// ordinal (the node's position among all KFD GPU nodes).
+	KFDNode int `json:"kfd_node"`
+	Ordinal int `json:"ordinal"`
+	// GPUID is KFD's gpu_id of the node.
+	GPUID uint32 `json:"gpu_id"`
+	// RenderMinor is N of its /dev/dri/renderDN (the GPU's own render
+	// node for partition 0, an amdgpu_xcp platform device's for the
+	// others); nil where KFD does not say.
+	RenderMinor *int `json:"render_minor"`
+	// ComputeUnits and XCCs are the partition's (simd_count /
+	// simd_per_cu, num_xcc): 38 and 1 on a CPX MI300X.
+	ComputeUnits int `json:"compute_units"`
+	XCCs         int `json:"xccs"`
+}
+
+// PartitionsPerGPU is how many compute partitions each selected GPU is
+// split into, where every GPU of sel is an AMD GPU split into the same
+// number k > 1 of them (CPX: 8 per MI300X): HIP and RCCL then count
+// partitions, so local ranks do too (rank r drives partition r%k of GPU
+// r/k of sel). 1 otherwise, including a node of unequal modes (a warning
+// at env says so).
+func PartitionsPerGPU(n Node, sel Selection) int {
+	byIndex := map[int]*AMDGPU{}
+	for i := range n.GPUs {
+		byIndex[n.GPUs[i].Index] = n.GPUs[i].AMD
+	}
+	k := 0
+	for _, idx := range sel.GPUs {
+		g := byIndex[idx]
+		if g == nil || len(g.Partitions) < 2 {
+			return 1
+		}
+		if k != 0 && len(g.Partitions) != k {
+			return 1
+		}
+		k = len(g.Partitions)
+	}
+	return max(k, 1)
 }
 
 // RASCount is one amdgpu RAS block's error counts.

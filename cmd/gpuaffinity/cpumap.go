@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/binding"
+	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -60,14 +61,18 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 			if err != nil {
 				return err
 			}
-			bm, err := binding.Compute(n, binding.Options{Mode: m, RanksPerGPU: ranksPerGPU})
-			if err != nil {
-				return fmt.Errorf("cpumap: %w", err)
-			}
 			// Ranks drive the GPUs this process sees, as under exec and env.
 			var cvd *string
 			if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 				cvd = &v
+			}
+			if !cmd.Flags().Changed("ranks-per-gpu") {
+				// One rank per compute partition on a partitioned AMD node.
+				ranksPerGPU = nccl.RanksPerGPU(n, nccl.EnvRequest{CUDAVisibleDevices: cvd, Preset: os.LookupEnv})
+			}
+			bm, err := binding.Compute(n, binding.Options{Mode: m, RanksPerGPU: ranksPerGPU})
+			if err != nil {
+				return fmt.Errorf("cpumap: %w", err)
 			}
 			sel, err := topology.ProcessGPUs(n, cvd, os.LookupEnv)
 			if err != nil {
@@ -111,7 +116,7 @@ rank; warnings then go to stderr. See docs/cpumap.md.`,
 	nf.register(cmd)
 	cf.register(cmd)
 	cmd.Flags().StringVar(&mode, "mode", string(binding.ModeExclusive), "binding mode: node, socket or exclusive")
-	cmd.Flags().IntVar(&ranksPerGPU, "ranks-per-gpu", 1, "local ranks per GPU; exclusive mode splits a GPU's share among them")
+	cmd.Flags().IntVar(&ranksPerGPU, "ranks-per-gpu", 1, "local ranks per GPU; exclusive mode splits a GPU's share among them (default 1; on AMD GPUs split into K compute partitions, K: one rank per partition)")
 	cmd.Flags().IntVar(&localRank, "local-rank", 0, "print only this local rank (default: every rank)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, numactl, taskset")
 	return cmd

@@ -184,7 +184,8 @@ once) go to stderr.`,
 // envAllRanks builds the env of every local rank: one per GPU of
 // CUDA_VISIBLE_DEVICES when it is set (on an AMD node, of
 // ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES: topology.ProcessGPUs), else
-// one per GPU.
+// one per GPU, or per compute partition where the AMD GPUs are split
+// alike (nccl.RanksPerGPU).
 func envAllRanks(n topology.Node, req nccl.EnvRequest) ([]nccl.Env, error) {
 	sel, err := topology.ProcessGPUs(n, req.CUDAVisibleDevices, req.Preset)
 	if err == nil {
@@ -193,7 +194,9 @@ func envAllRanks(n topology.Node, req nccl.EnvRequest) ([]nccl.Env, error) {
 	if err != nil && len(n.GPUs) > 0 {
 		return nil, err
 	}
-	count := sel.Count()
+	// One rank per compute partition on a partitioned AMD node
+	// (nccl.RanksPerGPU), else one per GPU.
+	count := sel.Count() * nccl.RanksPerGPU(n, req)
 	if count == 0 {
 		// No GPU: the error rank 0 gets says why, instead of an empty table.
 		r := 0

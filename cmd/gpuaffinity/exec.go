@@ -103,7 +103,7 @@ or --demo (another machine's files) exec runs only with --cpus and
 	fl := cmd.Flags()
 	fl.IntVar(&f.localRank, "local-rank", 0, "local rank (default: from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK)")
 	fl.StringVar(&f.mode, "mode", string(binding.ModeExclusive), "binding mode: node (the GPU's NUMA node), socket, exclusive (the node's cores split among its GPUs' ranks)")
-	fl.IntVar(&f.ranksPerGPU, "ranks-per-gpu", 1, "local ranks per GPU: rank r drives GPU r / K")
+	fl.IntVar(&f.ranksPerGPU, "ranks-per-gpu", 1, "local ranks per GPU: rank r drives GPU r / K (default 1; on AMD GPUs split into K compute partitions, K: one rank per partition)")
 	fl.BoolVar(&f.membind, "membind", false, "memory policy MPOL_BIND to the rank's NUMA node(s) (the default)")
 	fl.BoolVar(&f.preferred, "preferred", false, "memory policy MPOL_PREFERRED: the rank's node(s) first, others when full")
 	fl.BoolVar(&f.noMem, "no-mem", false, "set no memory policy (first-touch allocation near the bound CPUs)")
@@ -130,7 +130,11 @@ func planExec(cmd *cobra.Command, g *globals, nf *nodeFlags, f *execFlags, args 
 	if f.ranksPerGPU < 1 {
 		return nil, fmt.Errorf("--ranks-per-gpu %d: want 1 or more", f.ranksPerGPU)
 	}
-	req := launch.Request{Argv: args, Mode: mode, RanksPerGPU: f.ranksPerGPU, Policy: bind.PolicyBind,
+	perGPU := f.ranksPerGPU
+	if !fl.Changed("ranks-per-gpu") {
+		perGPU = 0 // launch's default: 1, or one rank per compute partition
+	}
+	req := launch.Request{Argv: args, Mode: mode, RanksPerGPU: perGPU, Policy: bind.PolicyBind,
 		Environ: os.Environ(), LookPath: bind.LookPath, NoMNNVL: f.noMNNVL}
 	switch {
 	case f.preferred:

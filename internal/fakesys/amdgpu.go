@@ -15,15 +15,17 @@ import (
 // AMDGPU is the amdgpu driver's view of an AMD Instinct function (kind
 // other, vendor 0x1002): its node in the KFD topology
 // (sys/class/kfd/kfd/topology) and its DRM and XGMI sysfs entries
-// (FORMAT.md, "AMD Instinct: KFD and DRM"). Two layouts are modelled
-// (gfxLayouts): gfx942 (MI300 series) in SPX/NPS1 and gfx90a (MI200
-// series: MI210, one MI250 GCD) without an XGMI hive.
+// (FORMAT.md, "AMD Instinct: KFD and DRM"). Three layouts are modelled
+// (gfxLayouts): gfx942 (MI300 series) and gfx950 (MI350 series), each in
+// SPX or split into compute partitions (DPX, QPX, CPX: one KFD node per
+// partition), and gfx90a (MI200 series: MI210, one MI250 GCD) without an
+// XGMI hive.
 type AMDGPU struct {
 	// Index is the GPU's probe order among the amdgpu blocks, 0..n-1: its
 	// KFD node is the CPU node count + Index, and the default DRM minors
 	// follow it.
 	Index int `yaml:"index"`
-	// GFX is the target name: gfx942 or gfx90a (gfxLayouts).
+	// GFX is the target name: gfx942, gfx950 or gfx90a (gfxLayouts).
 	GFX string `yaml:"gfx"`
 	// GFXTargetVersion is KFD's gfx_target_version; default from GFX
 	// (gfx942: 90402, gfx90a: 90010). When given it must agree with GFX.
@@ -69,12 +71,15 @@ type AMDGPU struct {
 	// members are as many hops away as the shortest path through direct
 	// links.
 	XGMIPeers XGMIPeers `yaml:"xgmi_peers"`
-	// ComputePartition is current_compute_partition; "" writes none.
-	// Only SPX is modelled, and only on gfx942 (MI200 has no partition
-	// modes, so no such file).
+	// ComputePartition is current_compute_partition; "" writes none
+	// (SPX). SPX, DPX, QPX or CPX on gfx942 and gfx950 (MI200 has no
+	// partition modes, so no such file): the GPU's XCCs, CUs and memory
+	// are split evenly into 1, 2, 4 or num_xcc partitions, each a KFD node
+	// of its own (partitionCount).
 	ComputePartition string `yaml:"compute_partition"`
-	// MemoryPartition is current_memory_partition; "" writes none. Only
-	// NPS1 is modelled, and only on gfx942.
+	// MemoryPartition is current_memory_partition; "" writes none. NPS1,
+	// or the one other mode the part has (gfxLayout.nps: NPS4 on gfx942
+	// with CPX, NPS2 on gfx950 with DPX, QPX or CPX).
 	MemoryPartition string `yaml:"memory_partition"`
 	// RAS sets the error counts amdgpu reports for RAS blocks
 	// (ras/<block>_err_count), by block name; a block not named counts
@@ -162,6 +167,7 @@ func (p *XGMIPeers) UnmarshalYAML(n *yaml.Node) error {
 const (
 	amdVendor            = 0x1002
 	gfx942XGMILinkMBytes = 64000 // one MI300X XGMI link: 32 Gb/s x 16 lanes / 8
+	gfx950XGMILinkMBytes = 76800 // one MI355X XGMI link: 38.4 Gb/s x 16 lanes / 8
 	kfdGPUProcessorBase  = 0x80001000
 )
 
@@ -190,7 +196,9 @@ type gfxLayout struct {
 	engineClkMHz int    // max_engine_clk_fcompute: peak engine clock
 	vramWidth    int    // mem_banks/0 width: HBM stacks x 1024 bits
 	memClkMHz    int    // mem_banks/0 mem_clk_max
-	partitions   bool   // current_compute/memory_partition exist (SPX/NPS1 modelled)
+	partitions   bool   // current_compute/memory_partition exist, compute partitions modelled
+	nps          int    // the memory partition mode beside NPS1 (4: NPS4, 2: NPS2); 0 none
+	xgmiMBytes   uint32 // one direct XGMI link's bandwidth, MB/s (KFD min/max_bandwidth)
 	hive         bool   // an XGMI hive is modelled
 	ras          []rasBlock
 	market       string // for messages
@@ -219,10 +227,25 @@ type gfxLayout struct {
 // the MI100 capture reads 2 + 6 of its 8); 8 queues per SDMA engine and
 // 24 CP queues, as on MI100. 4 HBM2e stacks (gmc.num_umc = 4: 4096 bits)
 // at 1600 MHz (MI210: 1.6 TB/s). One DRM device, no partition modes.
+//
+// gfx950 (MI355X, MI350X in SPX): 8 XCDs of 4 arrays of 9 CU slots (36
+// per XCD, 32 enabled: 256 CUs; AMD's CDNA 4 white paper; the "9 for 8
+// enabled" reading above), 160 KB LDS per CU (CDNA 4 white paper), wave64;
+// peak engine clock 2400 MHz (MI355X data sheet); 8 HBM3E stacks (8192
+// bits), 288 GB; XGMI at 38.4 Gb/s x16 per link, 76800 MB/s (MI355X data
+// sheet: 153.6 GB/s bidirectional per link). The SDMA split (2 PCIe + 14
+// XGMI), queue counts and mem_clk_max are gfx942's: no MI350 KFD node has
+// been published (ASSUMED). Memory modes: NPS1 and NPS2 (AMD's MI355X
+// partitioning guide).
 var gfxLayouts = map[int]gfxLayout{
 	90402: {target: 90402, name: "ip discovery", simdPerCU: 4, arraysPerXCC: 4, cuPerArray: 10, maxXCC: 8, maxDRMNodes: 8,
 		maxWaves: 8, ldsKiB: 64, numGWS: 64, wave: 64, scratchSlots: 32, sdmaPCIe: 2, sdmaXGMI: 14, sdmaQueues: 8, cpQueues: 24,
-		engineClkMHz: 2100, vramWidth: 8192, memClkMHz: 1300, partitions: true, hive: true, ras: gfx942RASBlocks, market: "MI300 series"},
+		engineClkMHz: 2100, vramWidth: 8192, memClkMHz: 1300, partitions: true, nps: 4, xgmiMBytes: gfx942XGMILinkMBytes,
+		hive: true, ras: gfx942RASBlocks, market: "MI300 series"},
+	90500: {target: 90500, name: "ip discovery", simdPerCU: 4, arraysPerXCC: 4, cuPerArray: 9, maxXCC: 8, maxDRMNodes: 8,
+		maxWaves: 8, ldsKiB: 160, numGWS: 64, wave: 64, scratchSlots: 32, sdmaPCIe: 2, sdmaXGMI: 14, sdmaQueues: 8, cpQueues: 24,
+		engineClkMHz: 2400, vramWidth: 8192, memClkMHz: 1300, partitions: true, nps: 2, xgmiMBytes: gfx950XGMILinkMBytes,
+		hive: true, ras: gfx942RASBlocks, market: "MI350 series"},
 	90010: {target: 90010, name: "aldebaran", simdPerCU: 4, arraysPerXCC: 8, cuPerArray: 14, maxXCC: 1, maxDRMNodes: 1,
 		maxWaves: 8, ldsKiB: 64, numGWS: 64, wave: 64, scratchSlots: 32, sdmaPCIe: 2, sdmaXGMI: 3, sdmaQueues: 8, cpQueues: 24,
 		engineClkMHz: 1700, vramWidth: 4096, memClkMHz: 1600, ras: gfx90aRASBlocks, market: "MI200 series"},
@@ -232,6 +255,35 @@ var gfxLayouts = map[int]gfxLayout{
 func (g *AMDGPU) layout() gfxLayout {
 	t, _ := gfxTarget(g.GFX)
 	return gfxLayouts[t]
+}
+
+// partitionCount is how many compute partitions (KFD nodes) the GPU is
+// split into: 1 in SPX, 2 in DPX, 4 in QPX, one per XCC in CPX
+// (amdgpu_xcp.c, aqua_vanjaram.c __aqua_vanjaram_get_xcp_count).
+func (g *AMDGPU) partitionCount() int {
+	switch g.ComputePartition {
+	case "DPX":
+		return 2
+	case "QPX":
+		return 4
+	case "CPX":
+		return max(g.NumXCC, 1)
+	}
+	return 1
+}
+
+// npsCount is the memory partition count of MemoryPartition ("NPS4":
+// 4); 1 for none or NPS1, 0 for a spelling that is not NPSn.
+func (g *AMDGPU) npsCount() int {
+	n, ok := strings.CutPrefix(g.MemoryPartition, "NPS")
+	if g.MemoryPartition == "" {
+		return 1
+	}
+	v, err := strconv.Atoi(n)
+	if !ok || err != nil || v < 1 {
+		return 0
+	}
+	return v
 }
 
 // rasNames lists a layout's RAS block names, for messages.
@@ -255,6 +307,11 @@ const (
 
 	kfdWeightPCIe = 20 // kfd_parse_subtype_iolink
 	kfdWeightXGMI = 15 // KFD_CRAT_XGMI_WEIGHT, times the hops
+
+	// Between compute partitions (kfd_crat.c): KFD_CRAT_INTRA_SOCKET_WEIGHT
+	// inside one GPU, at the "mem_bw" of 819200 MB/s KFD gives that link.
+	kfdWeightIntraSocket = 13
+	kfdIntraSocketMBytes = 819200
 )
 
 // recSDMAEngine is kfd_topology.c rec_sdma_eng_map: the recommended XGMI
@@ -358,7 +415,7 @@ func (s *Spec) validateAMDGPU() error {
 		want, ok := gfxTarget(g.GFX)
 		lay, known := gfxLayouts[want]
 		if !ok || !known {
-			return field("gfx", "%q: only gfx942 (MI300 series) and gfx90a (MI200 series) are modelled", g.GFX)
+			return field("gfx", "%q: only gfx942 (MI300 series), gfx950 (MI350 series) and gfx90a (MI200 series) are modelled", g.GFX)
 		}
 		if g.GFXTargetVersion != 0 && g.GFXTargetVersion != want {
 			return field("gfx_target_version", "%d does not match gfx %s (%d)", g.GFXTargetVersion, g.GFX, want)
@@ -398,19 +455,35 @@ func (s *Spec) validateAMDGPU() error {
 			}
 			return field(f, "%s (%s) has no partition modes: amdgpu writes no current_*_partition file", g.GFX, lay.market)
 		}
+		parts := g.partitionCount()
 		switch g.ComputePartition {
 		case "", "SPX":
-		case "DPX", "TPX", "QPX", "CPX":
-			return field("compute_partition", "%s: only SPX (one KFD node per GPU) is modelled", g.ComputePartition)
+		case "DPX", "QPX", "CPX":
+			if parts > xcc || xcc%parts != 0 {
+				return field("compute_partition", "%s: %d partitions of %d XCCs do not split evenly", g.ComputePartition, parts, xcc)
+			}
+			if g.SIMDCount%(parts*lay.simdPerCU) != 0 {
+				return field("compute_partition", "%s: simd_count %d does not split into %d partitions of whole CUs", g.ComputePartition, g.SIMDCount, parts)
+			}
+			if max(g.DRMNodes, 1) < parts {
+				return field("compute_partition", "%s: %d partitions need drm_nodes %d or more (each partition's render node is one of the GPU's DRM devices)", g.ComputePartition, parts, parts)
+			}
+		case "TPX":
+			return field("compute_partition", "TPX (three partitions of an MI300A's 6 XCDs) is not modelled")
 		default:
-			return field("compute_partition", "%q: want SPX", g.ComputePartition)
+			return field("compute_partition", "%q: want SPX, DPX, QPX or CPX", g.ComputePartition)
 		}
-		switch g.MemoryPartition {
-		case "", "NPS1":
-		case "NPS2", "NPS4", "NPS8":
-			return field("memory_partition", "%s: only NPS1 is modelled", g.MemoryPartition)
-		default:
-			return field("memory_partition", "%q: want NPS1", g.MemoryPartition)
+		switch nps := g.npsCount(); {
+		case g.MemoryPartition == "" || g.MemoryPartition == "NPS1":
+		case nps == 0 || nps != lay.nps:
+			return field("memory_partition", "%q: %s has NPS1 and NPS%d", g.MemoryPartition, g.GFX, lay.nps)
+		case parts < nps || parts%nps != 0:
+			// A memory partition holds whole compute partitions
+			// (amdgpu_xcp.c: num_xcp_per_mem_partition = num_xcp / NPS).
+			return field("memory_partition", "%s needs at least %d compute partitions (%s has %d)", g.MemoryPartition, nps, cmpOr(g.ComputePartition, "SPX"), parts)
+		case lay.nps == 4 && g.ComputePartition != "CPX":
+			// MI300X: NPS4 with CPX only (AMD's MI300X partitioning guide).
+			return field("memory_partition", "NPS4 goes with CPX only on %s", lay.market)
 		}
 		for name, c := range g.RAS {
 			if !slices.ContainsFunc(lay.ras, func(b rasBlock) bool { return b.name == name }) {
@@ -473,6 +546,14 @@ func (s *Spec) validateAMDGPU() error {
 	for _, members := range hives {
 		if _, err := hiveHops(members); err != nil {
 			return err
+		}
+		// KFD links a partitioned GPU's nodes by its own rule (weight
+		// 13 inside the GPU, 41 to any other), an SPX GPU's by the XGMI
+		// TA's hops: a hive of both is not modelled.
+		for _, e := range members[1:] {
+			if a, b := members[0].dev.AMDGPU, e.dev.AMDGPU; a.partitionCount() != b.partitionCount() {
+				return specErr("device %s: amdgpu.compute_partition %s: the hive's GPU %s is in %s; one mode per hive is modelled", e.addr, cmpOr(b.ComputePartition, "SPX"), members[0].addr, cmpOr(a.ComputePartition, "SPX"))
+			}
 		}
 		devIDs, phys := map[uint64]string{}, map[int]string{}
 		for p, e := range members {
@@ -640,9 +721,12 @@ type kfdNode struct {
 	cpuBase  int // cpu_core_id_base
 }
 
-// amdGPUNode is what the KFD tree needs of an amdgpu function.
+// amdGPUNode is what the KFD tree needs of one KFD GPU node: an amdgpu
+// function in SPX, or one compute partition of it (part of parts).
 type amdGPUNode struct {
 	amdEntry
+	part       int // the compute partition (0 in SPX)
+	parts      int // the GPU's partition count (1 in SPX)
 	dir        string
 	gpuID      int
 	hive       uint64
@@ -654,8 +738,8 @@ type amdGPUNode struct {
 	uniqueID   uint64
 	drm        amdDRM
 	pcieMaxBW  uint32
-	vramBytes  uint64
-	node       int // KFD node id
+	vramBytes  uint64 // the node's memory: the GPU's, or its partition's share
+	node       int    // KFD node id
 	simdIDBase uint32
 }
 
@@ -697,42 +781,56 @@ func (b *builder) amdGPUNodes(ents []amdEntry) ([]*amdGPUNode, error) {
 		}
 	}
 	procID := uint32(kfdGPUProcessorBase) // get_and_inc_gpu_processor_id
-	for i, e := range ents {
+	node := ncpu
+	for _, e := range ents {
 		g := e.dev.AMDGPU
 		dir, ok := b.fnDirs[e.addr.String()]
 		if !ok {
 			return nil, fmt.Errorf("%w: amdgpu %s: no PCI function", ErrSpec, e.addr)
 		}
-		n := &amdGPUNode{amdEntry: e, dir: dir, node: ncpu + i, drm: amdMinors(ents, g.Index)}
-		n.vramBytes = uint64(g.VRAMGiB * (1 << 30))
-		// Each GPU's CRAT takes array_count x cu_per_simd_array
-		// processor ids (one XCC's worth: the modelled gfx942 value).
-		lay := g.layout()
-		n.simdIDBase = procID
-		procID += uint32(lay.arraysPerXCC * lay.cuPerArray)
-		n.uniqueID = fnv64("unique:" + e.addr.String())
-		if g.UniqueID != "" {
-			n.uniqueID, _ = parseU64(g.UniqueID)
-		}
-		_, _, _, _, link := b.kindDefaults(e.dev)
-		if link != nil {
-			n.pcieMaxBW = pcieMBytes(link.MaxWidth, link.MaxSpeed)
-		}
-		if g.XGMIHive != "" {
-			n.hive, _ = parseU64(g.XGMIHive)
-			members := hives[n.hive]
-			hops, _ := hiveHops(members) // checked by Validate
-			for p, m := range members {
-				if m.addr == e.addr {
-					n.hivePos, n.hops = p, hops[p]
-					n.devID, n.physID = xgmiIDs(m, p)
-				}
+		parts := g.partitionCount()
+		// A partition's memory is its memory partition's size over the
+		// compute partitions sharing it (amdgpu_amdkfd_xcp_memory_size):
+		// an even share of the HBM in every NPS mode, page aligned.
+		vram := uint64(g.VRAMGiB * (1 << 30))
+		share := vram / uint64(parts) &^ 4095
+		for part := range parts {
+			n := &amdGPUNode{amdEntry: e, part: part, parts: parts, dir: dir, node: node, drm: amdMinors(ents, g.Index)}
+			node++
+			n.vramBytes = vram
+			if parts > 1 {
+				n.vramBytes = share
 			}
-			n.hiveSize = len(members)
+			// Each node's CRAT takes array_count x cu_per_simd_array
+			// processor ids (one XCC's worth: the modelled gfx942
+			// value); a partition's as a GPU's (a CPX capture: 40 apart).
+			lay := g.layout()
+			n.simdIDBase = procID
+			procID += uint32(lay.arraysPerXCC * lay.cuPerArray)
+			n.uniqueID = fnv64("unique:" + e.addr.String())
+			if g.UniqueID != "" {
+				n.uniqueID, _ = parseU64(g.UniqueID)
+			}
+			_, _, _, _, link := b.kindDefaults(e.dev)
+			if link != nil {
+				n.pcieMaxBW = pcieMBytes(link.MaxWidth, link.MaxSpeed)
+			}
+			if g.XGMIHive != "" {
+				n.hive, _ = parseU64(g.XGMIHive)
+				members := hives[n.hive]
+				hops, _ := hiveHops(members) // checked by Validate
+				for p, m := range members {
+					if m.addr == e.addr {
+						n.hivePos, n.hops = p, hops[p]
+						n.devID, n.physID = xgmiIDs(m, p)
+					}
+				}
+				n.hiveSize = len(members)
+			}
+			n.gpuID = b.kfdGPUID(n, used)
+			used[n.gpuID] = true
+			gpus = append(gpus, n)
 		}
-		n.gpuID = b.kfdGPUID(n, used)
-		used[n.gpuID] = true
-		gpus = append(gpus, n)
 	}
 	return gpus, nil
 }
@@ -755,10 +853,11 @@ func (b *builder) kfdGPUID(n *amdGPUNode, used map[int]bool) int {
 	if n.dev.SubsystemDevice != "" {
 		subd, _ = parseHex(n.dev.SubsystemDevice)
 	}
-	xcc := uint32(max(g.NumXCC, 1))
+	// The node's XCC mask: its first XCC and how many it has.
+	xcc := uint32(max(g.NumXCC, 1) / n.parts)
 	words := []uint32{
 		uint32(n.addr.Dev<<3 | n.addr.Fn), subv | subd<<16, uint32(n.addr.Domain), dv,
-		uint32(n.addr.Bus), uint32(n.vramBytes), uint32(n.vramBytes >> 32), 0 | xcc<<16,
+		uint32(n.addr.Bus), uint32(n.vramBytes), uint32(n.vramBytes >> 32), uint32(n.part)*xcc | xcc<<16,
 	}
 	buf := make([]byte, 0, 32)
 	for _, w := range words {
@@ -826,8 +925,19 @@ func (b *builder) kfdTopology(gpus []*amdGPUNode) []*kfdNode {
 			}
 			hops := g.hops[p.hivePos]
 			x := &kfdLink{typ: kfdLinkXGMI, from: k, to: p.node, weight: kfdWeightXGMI * hops}
-			if hops == 1 {
-				x.minBW, x.maxBW = gfx942XGMILinkMBytes, gfx942XGMILinkMBytes
+			switch {
+			case g.parts > 1 && p.addr == g.addr:
+				// Two partitions of one GPU (kfd_crat.c
+				// kfd_fill_gpu_xgmi_link_to_gpu without the TA's
+				// info): KFD_CRAT_INTRA_SOCKET_WEIGHT, memory bandwidth.
+				x.weight, x.minBW, x.maxBW = kfdWeightIntraSocket, kfdIntraSocketMBytes, kfdIntraSocketMBytes
+			case g.parts > 1:
+				// Partitions of two GPUs: two intra-socket legs and
+				// one XGMI hop, whatever the TA's hops; no bandwidth.
+				x.weight = 2*kfdWeightIntraSocket + kfdWeightXGMI
+			case hops == 1:
+				bw := g.dev.AMDGPU.layout().xgmiMBytes
+				x.minBW, x.maxBW = bw, bw
 			}
 			n.io = append(n.io, x)
 			r := *x
@@ -875,7 +985,7 @@ func (b *builder) kfdP2P(nodes []*kfdNode, n *kfdNode, cpu, ncpu int) {
 		nodes[i].p2p = append(nodes[i].p2p, &r)
 	}
 	for d, old := range nodes[:k] {
-		if old.gpu == nil || (old.gpu.hive != 0 && old.gpu.hive == n.gpu.hive) {
+		if old.gpu == nil || (old.gpu.hive != 0 && old.gpu.hive == n.gpu.hive) || old.gpu.addr == n.gpu.addr {
 			continue
 		}
 		peer := func(l1, l2 *kfdLink, from, to int) *kfdLink {
@@ -931,20 +1041,33 @@ func kfdFill(nodes []*kfdNode, n *kfdNode) {
 // otherwise every PCIe SDMA engine, or every XGMI one on an XGMI link to
 // a GPU.
 func kfdRecSDMA(g *amdGPUNode, to *kfdNode, out, in *kfdLink) {
-	if to.gpu != nil && g.hiveSize == 8 && g.physID < 8 && to.gpu.physID < 8 {
+	if to.gpu != nil && g.parts == 1 && g.hiveSize == 8 && g.physID < 8 && to.gpu.physID < 8 {
 		out.rec = 1 << recSDMAEngine[g.physID][to.gpu.physID]
 		in.rec = 1 << recSDMAEngine[to.gpu.physID][g.physID]
 		return
 	}
-	lay := g.dev.AMDGPU.layout()
-	n, off := lay.sdmaPCIe, 0
-	if out.typ == kfdLinkXGMI && to.gpu != nil {
-		n, off = lay.sdmaXGMI, lay.sdmaPCIe
+	pcie, xgmi := g.sdma()
+	n, off := pcie, 0
+	if out.typ == kfdLinkXGMI && to.gpu != nil && xgmi > 0 {
+		n, off = xgmi, pcie
 	}
 	for i := range n {
 		out.rec |= 1 << (i + off)
 		in.rec |= 1 << (i + off)
 	}
+}
+
+// sdma is the node's PCIe and XGMI SDMA engine counts: the GPU's, or
+// its partition's even share of them, the first two for PCIe (a CPX
+// MI300X partition: 2 and 0, as a CPX capture's KFD nodes read).
+func (g *amdGPUNode) sdma() (pcie, xgmi int) {
+	lay := g.dev.AMDGPU.layout()
+	if g.parts == 1 {
+		return lay.sdmaPCIe, lay.sdmaXGMI
+	}
+	all := (lay.sdmaPCIe + lay.sdmaXGMI) / g.parts
+	pcie = min(all, lay.sdmaPCIe)
+	return pcie, all - pcie
 }
 
 const kfdDir = "sys/devices/virtual/kfd/kfd"
@@ -1001,13 +1124,14 @@ func (b *builder) writeKFD(nodes []*kfdNode) {
 		} else {
 			a := g.dev.AMDGPU
 			lay := a.layout()
-			xcc := max(a.NumXCC, 1)
+			xcc := max(a.NumXCC, 1) / g.parts
+			sdmaPCIe, sdmaXGMI := g.sdma()
 			_, device, _, _, _ := b.kindDefaults(g.dev)
 			dv, _ := parseHex(device)
 			t.attr(d+"/gpu_id", itoa(g.gpuID))
 			t.attr(d+"/name", lay.name) // amdgpu_asic_name[asic_type], lower case
 			prop("cpu_cores_count", 0)
-			prop("simd_count", u(a.SIMDCount))
+			prop("simd_count", u(a.SIMDCount/g.parts))
 			prop("mem_banks_count", 1)
 			prop("caches_count", 0)
 			prop("io_links_count", u(len(n.io)))
@@ -1027,12 +1151,20 @@ func (b *builder) writeKFD(nodes []*kfdNode) {
 			prop("gfx_target_version", u(lay.target))
 			prop("vendor_id", amdVendor)
 			prop("device_id", uint64(dv))
-			prop("location_id", u(g.addr.Bus<<8|g.addr.Dev<<3|g.addr.Fn))
+			// A partitioned GPU's node ORs its partition into the devfn
+			// (kfd_topology.c: "if (gpu->kfd->num_nodes > 1)
+			// location_id |= node_id"), and takes its partition's render
+			// node (the GPU's own, then its XCP devices').
+			loc := g.addr.Bus<<8 | g.addr.Dev<<3 | g.addr.Fn
+			if g.parts > 1 {
+				loc |= g.part
+			}
+			prop("location_id", u(loc))
 			prop("domain", u(g.addr.Domain))
-			prop("drm_render_minor", u(g.drm.render))
+			prop("drm_render_minor", u(g.drm.render+g.part))
 			prop("hive_id", g.hive)
-			prop("num_sdma_engines", u(lay.sdmaPCIe))
-			prop("num_sdma_xgmi_engines", u(lay.sdmaXGMI))
+			prop("num_sdma_engines", u(sdmaPCIe))
+			prop("num_sdma_xgmi_engines", u(sdmaXGMI))
 			prop("num_sdma_queues_per_engine", u(lay.sdmaQueues))
 			prop("num_cp_queues", u(lay.cpQueues))
 			prop("max_engine_clk_fcompute", u(lay.engineClkMHz))
@@ -1083,6 +1215,9 @@ func (b *builder) writeDRM(gpus []*amdGPUNode) {
 	spare := 0
 	first := map[uint64]*amdGPUNode{}
 	for _, g := range gpus {
+		if g.part != 0 {
+			continue // the function's files, written once
+		}
 		minor(g.dir, "card"+itoa(g.drm.card), g.drm.card)
 		minor(g.dir, "renderD"+itoa(g.drm.render), g.drm.render)
 		for j := 1; j < g.drm.nodes; j++ {
@@ -1137,6 +1272,9 @@ func (b *builder) writeDRM(gpus []*amdGPUNode) {
 func (b *builder) writeAMDHealth(gpus []*amdGPUNode) {
 	t := b.t
 	for _, g := range gpus {
+		if g.part != 0 {
+			continue // the function's counters, written once
+		}
 		a := g.dev.AMDGPU
 		var mask uint32
 		for _, blk := range a.layout().ras {

@@ -61,6 +61,11 @@ type AMDGPUFault struct {
 	// Link's set fields replace the function's PCIe link; an unset max
 	// keeps the base's (a GPU trained to x8 of its x16: {width: 8}).
 	Link *Link `yaml:"link"`
+	// ComputePartition and MemoryPartition, when set, replace the GPU's
+	// partition modes (AMDGPU.ComputePartition, MemoryPartition): the
+	// same board run in CPX/NPS4.
+	ComputePartition *string `yaml:"compute_partition"`
+	MemoryPartition  *string `yaml:"memory_partition"`
 }
 
 // IMEXFault changes the base's IMEX state: each set field replaces the
@@ -351,6 +356,12 @@ func (s *Spec) applyAMDGPUFaults(fs []AMDGPUFault) error {
 		}
 		if af.XGMIError != nil {
 			g.XGMIError = *af.XGMIError
+		}
+		if af.ComputePartition != nil {
+			g.ComputePartition = *af.ComputePartition
+		}
+		if af.MemoryPartition != nil {
+			g.MemoryPartition = *af.MemoryPartition
 		}
 		if af.Link != nil {
 			var l Link

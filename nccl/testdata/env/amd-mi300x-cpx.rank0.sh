@@ -1,0 +1,12 @@
+# amd-mi300x-cpx, local rank 0. By hand: CPX splits each MI300X into 8 HIP devices in KFD order (GPU g's partitions are HIP 8g..8g+7), so local rank r is HIP device r: rank 0 = GPU 0 (05:00.0) partition 0, HIP 0, its render node renderD128 (the GPU's own, amd-mi300x's render_minor 128); the partition shares GPU 0's function, so its NIC mlx5_0 (09:00.0, topology-mapping.md) and NUMA 0 = CPUs 0-95,192-287. Node-level variables as amd-mi300x.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_HIP_DEVICES='0'
+export GPUAFFINITY_PARTITION='0'
+export GPUAFFINITY_RENDER_NODE='renderD128'
+export GPUAFFINITY_NICS='mlx5_0'
+export GPUAFFINITY_CPUS='0-95,192-287'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_0:1'

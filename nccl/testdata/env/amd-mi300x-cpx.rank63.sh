@@ -1,0 +1,12 @@
+# amd-mi300x-cpx, local rank 63 (last of 64). By hand: GPU 7 (e7:00.0) partition 7, HIP 63, renderD191 (GPU 7's render_minor 184 + 7, its seventh amdgpu_xcp device); NIC mlx5_7 (f1:00.0), NUMA 1 = CPUs 96-191,288-383.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='7'
+export GPUAFFINITY_HIP_DEVICES='63'
+export GPUAFFINITY_PARTITION='7'
+export GPUAFFINITY_RENDER_NODE='renderD191'
+export GPUAFFINITY_NICS='mlx5_7'
+export GPUAFFINITY_CPUS='96-191,288-383'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='mlx5_7:1'

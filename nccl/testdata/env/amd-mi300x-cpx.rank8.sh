@@ -1,0 +1,12 @@
+# amd-mi300x-cpx, local rank 8. By hand: 8 partitions per GPU, so rank 8 = GPU 1 (2b:00.0) partition 0, HIP 8, renderD136 (GPU 1's render_minor); NIC mlx5_1 (23:00.0), NUMA 0 = CPUs 0-95,192-287.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'
+export NCCL_IB_GID_INDEX='3'
+export GPUAFFINITY_GPU='1'
+export GPUAFFINITY_HIP_DEVICES='8'
+export GPUAFFINITY_PARTITION='0'
+export GPUAFFINITY_RENDER_NODE='renderD136'
+export GPUAFFINITY_NICS='mlx5_1'
+export GPUAFFINITY_CPUS='0-95,192-287'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='mlx5_1:1'

@@ -1,0 +1,10 @@
+# amd-mi355x, local rank 0. By hand: the Pollara NICs as on amd-mi300x-pollara (the same reference tree): NCCL_IB_HCA in NIC bus order 09,23,53,69,8f,9c,cd,f1 = ionic_6,5,4,7,3,2,0,1; RoCE v2-only GID table, IPv4-mapped GID at 1. SPX: GPU 0 05:00.0 is HIP device 0; its NIC 09:00.0 = ionic_6 (topology-mapping.md); NUMA 0 = CPUs 0-63,128-191 (2x EPYC 9575F, 64 cores, siblings N+128).
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=ionic_6:1,ionic_5:1,ionic_4:1,ionic_7:1,ionic_3:1,ionic_2:1,ionic_0:1,ionic_1:1'
+export NCCL_IB_GID_INDEX='1'
+export GPUAFFINITY_GPU='0'
+export GPUAFFINITY_HIP_DEVICES='0'
+export GPUAFFINITY_NICS='ionic_6'
+export GPUAFFINITY_CPUS='0-63,128-191'
+export GPUAFFINITY_NUMA='0'
+export UCX_NET_DEVICES='ionic_6:1'

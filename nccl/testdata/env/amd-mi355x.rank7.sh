@@ -1,0 +1,10 @@
+# amd-mi355x, local rank 7 (last). By hand: GPU 7 e7:00.0, HIP device 7, NIC f1:00.0 = benic8p1 = ionic_1; NUMA 1 = CPUs 64-127,192-255.
+export NCCL_SOCKET_IFNAME='=ens99f0np0'
+export NCCL_IB_HCA='=ionic_6:1,ionic_5:1,ionic_4:1,ionic_7:1,ionic_3:1,ionic_2:1,ionic_0:1,ionic_1:1'
+export NCCL_IB_GID_INDEX='1'
+export GPUAFFINITY_GPU='7'
+export GPUAFFINITY_HIP_DEVICES='7'
+export GPUAFFINITY_NICS='ionic_1'
+export GPUAFFINITY_CPUS='64-127,192-255'
+export GPUAFFINITY_NUMA='1'
+export UCX_NET_DEVICES='ionic_1:1'
