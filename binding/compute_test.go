@@ -315,6 +315,18 @@ func TestFixtureMaps(t *testing.T) {
 				{4, "56-69,168-181", "1"}, {5, "70-83,182-195", "1"}, {6, "84-97,196-209", "1"}, {7, "98-111,210-223", "1"},
 			}, ""},
 		}},
+		{"dgx-b300", []modeWant{
+			// 2 x Xeon 6776P, 64 cores, siblings +128: node 0 = 0-63,128-191
+			// (GPUs 0-3), node 1 = 64-127,192-255 (GPUs 4-7), the CPU
+			// affinity column of B300 nodes' nvidia-smi topo -m (DeepEP#590).
+			{ModeNode, 1, cat(per(0, 3, "0-63,128-191", "0"), per(4, 7, "64-127,192-255", "1")), ""},
+			{ModeSocket, 1, cat(per(0, 3, "0-63,128-191", "0"), per(4, 7, "64-127,192-255", "1")), ""},
+			// 64 cores / 4 GPUs = 16 each.
+			{ModeExclusive, 1, []want{
+				{0, "0-15,128-143", "0"}, {1, "16-31,144-159", "0"}, {2, "32-47,160-175", "0"}, {3, "48-63,176-191", "0"},
+				{4, "64-79,192-207", "1"}, {5, "80-95,208-223", "1"}, {6, "96-111,224-239", "1"}, {7, "112-127,240-255", "1"},
+			}, ""},
+		}},
 		{"gcp-a3-ultragpu", []modeWant{
 			// 2 x 56 cores, siblings +112: node 0 = 0-55,112-167 (GPUs 0-3 on
 			// roots 8c and 93), node 1 = 56-111,168-223 (GPUs 4-7).
@@ -405,6 +417,10 @@ func TestFixtureMaps(t *testing.T) {
 		// GB300: the GB200 tray's two Graces, NUMA nodes and GPU PCI
 		// numa_nodes; only the PCIe tree below the root ports differs.
 		"gb300-nvl72-tray": "gb200-nvl72-tray",
+		// NVML not found: GPU locality from the PCI numa_node, the same.
+		"gb200-nvl72-tray-no-nvml": "gb200-nvl72-tray",
+		// RoCE LAG: the NICs differ, CPUs and GPUs are dgx-b300's.
+		"b300-roce-lag": "dgx-b300",
 		// AMD: other NICs (Pollara), or GPU faults on the same CPUs.
 		"amd-mi300x-pollara": "amd-mi300x", "amd-mi300x-faults": "amd-mi300x",
 		// CPX: the same GPUs and CPUs; the map at K ranks per GPU is
