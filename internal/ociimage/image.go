@@ -135,6 +135,7 @@ func Labels(version, revision string, created time.Time) map[string]string {
 		"org.opencontainers.image.description": "Per-node agent for GPU servers: GPU/NIC topology, NCCL environment, health gate, Prometheus metrics",
 		"org.opencontainers.image.source":      "https://github.com/gpuaffinity/gpuaffinity",
 		"org.opencontainers.image.url":         "https://github.com/gpuaffinity/gpuaffinity",
+		"org.opencontainers.image.licenses":    "Apache-2.0", // SPDX, as LICENSE
 		"org.opencontainers.image.version":     version,
 		"org.opencontainers.image.revision":    revision,
 		"org.opencontainers.image.created":     created.UTC().Format(time.RFC3339),

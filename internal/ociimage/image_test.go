@@ -360,6 +360,7 @@ func checkConfig(t *testing.T, img v1.Image, created time.Time) {
 	}
 	want := map[string]string{
 		"org.opencontainers.image.title":    "gpuaffinity",
+		"org.opencontainers.image.licenses": "Apache-2.0",
 		"org.opencontainers.image.source":   "https://github.com/gpuaffinity/gpuaffinity",
 		"org.opencontainers.image.version":  bins.version,
 		"org.opencontainers.image.revision": "test",

@@ -171,6 +171,11 @@ func writePackage(p nfpm.Packager, info *nfpm.Info, path string) error {
 
 // packageInfo is one package's metadata; each format gets its own, as
 // Package rewrites the contents it is given.
+// License is the packages' licence, as an SPDX identifier (the rpm's
+// License tag); the text is the repository's LICENSE, installed as the
+// deb's copyright file and in the rpm's %license directory.
+const License = "Apache-2.0"
+
 func packageInfo(o Options, stage string, common files.Contents) *nfpm.Info {
 	c := make(files.Contents, 0, len(common))
 	for _, x := range common {
@@ -194,6 +199,7 @@ func packageInfo(o Options, stage string, common files.Contents) *nfpm.Info {
 		Section:       "admin",
 		Priority:      "optional",
 		Maintainer:    maintainer,
+		License:       License,
 		Homepage:      "https://github.com/gpuaffinity/gpuaffinity",
 		Description: `GPU/NIC topology, NCCL environment and health gate for GPU servers
 gpuaffinity reads a node's GPUs, NICs, NUMA nodes and their PCIe and

@@ -521,6 +521,14 @@ func TestRPM(t *testing.T) {
 	if got, want := q("--qf", "%{NAME} %{VERSION} %{RELEASE} %{ARCH}"), "gpuaffinity "+testPkgVersion+" 1 x86_64"; got != want {
 		t.Errorf("rpm -q: %q, want %q", got, want)
 	}
+	// The licence: the repository's LICENSE is Apache-2.0, and the rpm
+	// says so (an empty License tag before it had one).
+	if got := q("--qf", "%{LICENSE}"); got != "Apache-2.0" {
+		t.Errorf("rpm License %q, want Apache-2.0", got)
+	}
+	if lic, err := licence(repoRoot); err != nil || !strings.Contains(string(readFile(t, lic)), "Apache License\n                           Version 2.0, January 2004") {
+		t.Errorf("the repository's licence %q (%v) is not the Apache License 2.0", lic, err)
+	}
 	if got := string(run(t, rpmTool, "-K", "--nosignature", pkg)); !strings.HasSuffix(strings.TrimSpace(got), "digests OK") {
 		t.Errorf("rpm -K: %s", got)
 	}
