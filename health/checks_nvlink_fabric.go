@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -42,7 +43,7 @@ func fabricProblems(f *topology.GPUFabric) (probs []string, limited, ok bool) {
 	case f.State != topology.FabricCompleted:
 		probs = append(probs, "fabric registration "+orUnknown(fabricStates[f.State]))
 	case f.Status != nil && *f.Status != 0:
-		probs = append(probs, fmt.Sprintf("fabric registration completed with error %s (NVML return %d)", nvmlReturnName(*f.Status), *f.Status))
+		probs = append(probs, fmt.Sprintf("fabric registration completed with error %s (NVML return %d)", nvml.ReturnName(*f.Status), *f.Status))
 	default:
 		ok = true
 	}
@@ -229,27 +230,4 @@ func checkIMEX(_ context.Context, in *Input) Result {
 		ok += "; not usable: " + strings.Join(problems, "; ")
 	}
 	return Result{Verdict: Pass, Reason: ok}
-}
-
-// nvmlReturns names nvml.h's nvmlReturn_t values (go-nvml pkg/nvml
-// const.go), as constant names: the same on a live node and a replayed
-// root, where go-nvml's Return.String() answers libnvidia-ml's text once
-// the library is loaded.
-var nvmlReturns = map[int]string{
-	0: "SUCCESS", 1: "ERROR_UNINITIALIZED", 2: "ERROR_INVALID_ARGUMENT", 3: "ERROR_NOT_SUPPORTED",
-	4: "ERROR_NO_PERMISSION", 5: "ERROR_ALREADY_INITIALIZED", 6: "ERROR_NOT_FOUND", 7: "ERROR_INSUFFICIENT_SIZE",
-	8: "ERROR_INSUFFICIENT_POWER", 9: "ERROR_DRIVER_NOT_LOADED", 10: "ERROR_TIMEOUT", 11: "ERROR_IRQ_ISSUE",
-	12: "ERROR_LIBRARY_NOT_FOUND", 13: "ERROR_FUNCTION_NOT_FOUND", 14: "ERROR_CORRUPTED_INFOROM",
-	15: "ERROR_GPU_IS_LOST", 16: "ERROR_RESET_REQUIRED", 17: "ERROR_OPERATING_SYSTEM",
-	18: "ERROR_LIB_RM_VERSION_MISMATCH", 19: "ERROR_IN_USE", 20: "ERROR_MEMORY", 21: "ERROR_NO_DATA",
-	22: "ERROR_VGPU_ECC_NOT_SUPPORTED", 23: "ERROR_INSUFFICIENT_RESOURCES", 24: "ERROR_FREQ_NOT_SUPPORTED",
-	25: "ERROR_ARGUMENT_VERSION_MISMATCH", 26: "ERROR_DEPRECATED", 27: "ERROR_NOT_READY",
-	28: "ERROR_GPU_NOT_FOUND", 29: "ERROR_INVALID_STATE", 30: "ERROR_RESET_TYPE_NOT_SUPPORTED", 999: "ERROR_UNKNOWN",
-}
-
-func nvmlReturnName(r int) string {
-	if s, ok := nvmlReturns[r]; ok {
-		return s
-	}
-	return fmt.Sprintf("RETURN_%d", r)
 }

@@ -83,6 +83,18 @@ func returnName(r nvml.Return) string {
 	return fmt.Sprintf("RETURN_%d", int32(r))
 }
 
+// ReturnName is the constant name of an nvmlReturn_t value as nvml.h
+// spells it ("ERROR_NOT_SUPPORTED"), "SUCCESS" for 0 and "RETURN_<n>" for
+// a code go-nvml does not know: the one spelling every report uses, the
+// same live and replayed. The table is this package's alone
+// (TestReturnNamesOwned).
+func ReturnName(code int) string {
+	if code == int(nvml.SUCCESS) {
+		return "SUCCESS"
+	}
+	return returnName(nvml.Return(code))
+}
+
 // parseReturn is returnName's inverse: "" and "SUCCESS" are SUCCESS. It
 // also accepts a name without "ERROR_" and libnvidia-ml's text ("Not
 // Supported", "GPU is lost"), ignoring case, spaces, '_' and punctuation.
