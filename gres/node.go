@@ -2,7 +2,8 @@ package gres
 
 import (
 	"strings"
-	"unicode/utf8"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/clip"
 )
 
 // ReasonPrefix starts every drain reason gpuaffinity sets: only a node
@@ -45,7 +46,7 @@ func PlanNodeAction(name string, healthy bool, summary, show string, drain, resu
 	case !healthy && has && !ours:
 		return NodeAction{Why: "leave: unhealthy, but drained by someone else (Reason=" + r + ")"}
 	case !healthy:
-		reason := truncate(ReasonPrefix+" "+summary, maxReason)
+		reason := clip.Bytes(ReasonPrefix+" "+summary, maxReason)
 		return NodeAction{Args: []string{"update", "nodename=" + name, "state=drain", "reason=" + reason}, Why: "drain: " + summary}
 	case ours:
 		return NodeAction{Args: []string{"update", "nodename=" + name, "state=resume"}, Why: "resume: healthy, drained by gpuaffinity (Reason=" + r + ")"}
@@ -139,15 +140,4 @@ func drained(show string) bool {
 func ShortName(host string) string {
 	name, _, _ := strings.Cut(host, ".")
 	return name
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -7,8 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/clip"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -66,19 +66,7 @@ func NPDMessage(r Report) string {
 	if s := r.Summary(); s != "" {
 		msg = s
 	}
-	return Truncate(msg, NPDMaxMessage)
-}
-
-// Truncate cuts s to at most n bytes on a rune boundary.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
+	return clip.Bytes(msg, NPDMaxMessage)
 }
 
 // NFDFeatures is a Node Feature Discovery local feature file:

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/gres"
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/internal/clip"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -151,7 +152,7 @@ func loadExpect(path string) (*health.Expect, error) {
 // too: npd wants its message on stdout.
 func checkUnknown(cmd *cobra.Command, output string, err error) error {
 	if output == "npd" {
-		fmt.Fprintln(cmd.OutOrStdout(), health.Truncate("gpuaffinity: could not check: "+err.Error(), health.NPDMaxMessage))
+		fmt.Fprintln(cmd.OutOrStdout(), clip.Bytes("gpuaffinity: could not check: "+err.Error(), health.NPDMaxMessage))
 	}
 	return err
 }
