@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -143,7 +144,7 @@ once) go to stderr.`,
 					}
 					req.Rank = rank
 					if rank == nil {
-						warnings = append(warnings, "no local rank (--local-rank, LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK): node-level variables only")
+						warnings = append(warnings, "no local rank (--local-rank, "+strings.Join(nccl.LocalRankVars, ", ")+"): node-level variables only")
 					} else {
 						g.log.Debug("local rank", "source", source, "rank", *rank)
 					}
@@ -171,7 +172,7 @@ once) go to stderr.`,
 	}
 	nf.register(cmd)
 	cf.register(cmd)
-	cmd.Flags().IntVar(&localRank, "local-rank", 0, "local rank (default: from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK)")
+	cmd.Flags().IntVar(&localRank, "local-rank", 0, localRankHelp)
 	cmd.Flags().StringVarP(&output, "output", "o", "sh", "output format: sh (export lines for eval), json, dotenv (systemd EnvironmentFile=, docker --env-file); with --all-ranks: table or json")
 	cmd.Flags().BoolVar(&allRanks, "all-ranks", false, "show every local rank (one per GPU, or per CUDA_VISIBLE_DEVICES entry)")
 	cmd.Flags().BoolVar(&platform, "platform-settings", true, "set the NCCL settings the platform publishes for its fabric (OCI RoCE QoS, Google gIB); one already in the environment keeps its value")
@@ -235,3 +236,8 @@ func writeTopoFile(dir string, n topology.Node) (string, error) {
 	}
 	return path, nil
 }
+
+// localRankHelp is --local-rank's help for env and exec: the variables
+// are nccl.LocalRankVars, the one list (TestLocalRankVarsOnce holds the
+// commands' prose to it).
+var localRankHelp = "local rank (default: from " + strings.Join(nccl.LocalRankVars, ", ") + ")"

@@ -101,7 +101,7 @@ or --demo (another machine's files) exec runs only with --cpus and
 	cmd.Flags().SetInterspersed(false)
 	nf.register(cmd)
 	fl := cmd.Flags()
-	fl.IntVar(&f.localRank, "local-rank", 0, "local rank (default: from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK)")
+	fl.IntVar(&f.localRank, "local-rank", 0, localRankHelp)
 	fl.StringVar(&f.mode, "mode", string(binding.ModeExclusive), "binding mode: node (the GPU's NUMA node), socket, exclusive (the node's cores split among its GPUs' ranks)")
 	fl.IntVar(&f.ranksPerGPU, "ranks-per-gpu", 1, "local ranks per GPU: rank r drives GPU r / K (default 1; on AMD GPUs split into K compute partitions, K: one rank per partition)")
 	fl.BoolVar(&f.membind, "membind", false, "memory policy MPOL_BIND to the rank's NUMA node(s) (the default)")
