@@ -8,12 +8,12 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
@@ -323,8 +323,8 @@ func (c *collector) copyVPD(dir, p string) error {
 		if err != nil {
 			return nil
 		}
-		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 16)
-		if err != nil {
+		v, err := sysattr.ParseHex(string(b))
+		if err != nil || v > 0xffff {
 			return nil
 		}
 		ids[i] = uint16(v)

@@ -1,8 +1,8 @@
 package topology
 
 import (
-	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,7 +116,7 @@ func linkDataDirect(n *Node) []string {
 	for _, dma := range left {
 		byNode[numaKey(dma.NUMANode)] = append(byNode[numaKey(dma.NUMANode)], dma)
 	}
-	for _, key := range slices.Sorted(mapsKeys(byNode)) {
+	for _, key := range slices.Sorted(maps.Keys(byNode)) {
 		group := byNode[key]
 		var cands []*adapter
 		for _, a := range adapters {
@@ -166,16 +166,6 @@ func numaKey(n *int) string {
 	return strconv.Itoa(*n)
 }
 
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // dataDirectNote says, for a pair's NICs, which reach the GPU through a
 // Data Direct function and what tied it; "" when none does.
 func (c *roleCtx) dataDirectNote(nics []string) string {
@@ -192,7 +182,7 @@ func (c *roleCtx) dataDirectNote(nics []string) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s through its Data Direct function %s (%s)", name, dd.BusID, by))
 	}
-	slices.SortFunc(parts, cmp.Compare)
+	slices.Sort(parts)
 	if len(parts) == 0 {
 		return ""
 	}
