@@ -131,7 +131,7 @@ fuzz:
 FLEETBENCH ?= -n 1000,5000,20000,50000
 
 bench:
-	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/fakesys/ ./cmd/gpuaffinity/ ./exporter/ ./fleet/ ./fleet/slurmconf/
+	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/testutil/fakesys/ ./cmd/gpuaffinity/ ./exporter/ ./fleet/ ./fleet/slurmconf/
 	$(TEST_ENV) $(GO) run ./internal/peerbench $(PEERBENCH)
 	$(TEST_ENV) $(GO) run ./internal/fleetbench $(FLEETBENCH)
 

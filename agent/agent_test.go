@@ -21,7 +21,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/health"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -404,7 +404,7 @@ func grepLines(text string, prefixes ...string) string {
 // The XID watch counts the fixture's recorded XIDs (GPU 1: 48, 94, 94)
 // once: rescans re-open nvml.json but keep the one watch. The series
 // carry GPU 1's join labels (docs/metrics.md), written from the fixture
-// (dgx-h100-faults extends dgx-h100, internal/fakesys/testdata/machines:
+// (dgx-h100-faults extends dgx-h100, internal/testutil/fakesys/testdata/machines:
 // host dgx-h100-01, GPU 1 at 0000:43:00.0).
 func TestXIDWatch(t *testing.T) {
 	t.Setenv("NODE_NAME", "") // Hostname: the fixture's

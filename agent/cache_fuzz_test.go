@@ -9,7 +9,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/binding"
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 func writeFile(t *testing.T, path, content string) {

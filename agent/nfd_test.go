@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
-// On a GB200 NVL72 tray (internal/fakesys/testdata/machines/
+// On a GB200 NVL72 tray (internal/testutil/fakesys/testdata/machines/
 // gb200-nvl72-tray.yaml: four GPUs registered in cluster
 // 5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845, clique 32766) the NFD file names
 // the clique in gpuaffinity.io's namespace, and GPU Feature Discovery's

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 // Another user must not steer launchers: a state directory or

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 // TestMachines holds `cufile`'s output for every fixture machine that

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/kfd"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 	"github.com/gpuaffinity/gpuaffinity/topology"

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -50,7 +50,7 @@ func hasWarning(n topology.Node, subs ...string) bool {
 // Bad input never fails discovery: each case yields a Node whose warnings
 // name the file or device, and whose pairs stay right where they can.
 func TestBadInput(t *testing.T) {
-	const gpu0 = "0000:1b:00.0" // DGX H100 GPU 0 (internal/fakesys/testdata/machines/dgx-h100.yaml)
+	const gpu0 = "0000:1b:00.0" // DGX H100 GPU 0 (internal/testutil/fakesys/testdata/machines/dgx-h100.yaml)
 	for _, tc := range []struct {
 		name   string
 		break_ func(t *testing.T, root string)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 // A FIFO or a device in place of any file discovery reads never blocks

@@ -3,8 +3,8 @@ package discover
 import (
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 // BenchmarkDiscoverGrowth measures Discover on machines of growing size,

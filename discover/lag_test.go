@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 // bondSpec: two adapters, each port with an RDMA device of its own,

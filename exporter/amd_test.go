@@ -19,7 +19,7 @@ import (
 )
 
 // The amd-mi300x machine as its spec writes it
-// (internal/fakesys/testdata/machines/amd-mi300x.yaml, after AMD's
+// (internal/testutil/fakesys/testdata/machines/amd-mi300x.yaml, after AMD's
 // reference mapping, ROCm system-acceptance-docs
 // docs/network/topology-mapping.md @23e7312: 8 MI300X, GPUs 0-3 on CPU 0
 // and 4-7 on CPU 1, each sharing a platform PCIe switch with one
@@ -150,7 +150,7 @@ func TestAMDMI300X(t *testing.T) {
 
 // rocrUUID is ROCr's UUID of a GPU of the fixtures: "GPU-" and KFD's
 // unique_id in 16 hex digits, the fixtures' unique_id being FNV-1a 64 of
-// "unique:<bdf>" (internal/fakesys/FORMAT.md, amdgpu.unique_id).
+// "unique:<bdf>" (internal/testutil/fakesys/FORMAT.md, amdgpu.unique_id).
 func rocrUUID(bdf string) string {
 	h := fnv.New64a()
 	h.Write([]byte("unique:" + bdf))

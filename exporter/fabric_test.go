@@ -77,7 +77,7 @@ func healthyMask(gpus ...int) map[string]float64 {
 }
 
 // The GB200 NVL72 tray's cluster UUID and clique
-// (internal/fakesys/testdata/machines/gb200-nvl72-tray.yaml).
+// (internal/testutil/fakesys/testdata/machines/gb200-nvl72-tray.yaml).
 const (
 	nvl72UUID   = "5e0c3a7b-9d41-4f28-b6e2-1a9c7f30d845"
 	nvl72Clique = "32766"

@@ -82,7 +82,7 @@ func TestConcurrentScrapesCoalesce(t *testing.T) {
 			t.Fatalf("scrape %d: no nvml duration", i)
 		}
 		durations[d] = true
-		// GPU 3 of dgx-h100 (internal/fakesys/testdata/machines/dgx-h100.yaml):
+		// GPU 3 of dgx-h100 (internal/testutil/fakesys/testdata/machines/dgx-h100.yaml):
 		// bus 0000:61:00.0, on host dgx-h100-01.
 		if v, _ := line(a.body, `gpuaffinity_gpu_up{Hostname="dgx-h100-01",UUID="GPU-dgxh100-0000-0000-0000-000000000003",gpu="3",model_name="NVIDIA H100 80GB HBM3",pci_bus_id="00000000:61:00.0"} `); v != "1" {
 			t.Fatalf("scrape %d: gpu_up{gpu=3} = %q", i, v)

@@ -98,7 +98,7 @@ type promtoolSample struct {
 // below by hand. The agent's series are a scrape of dgx-h100-faults, as
 // Prometheus would store them behind this repository's ServiceMonitor
 // (job, instance, node). By its spec
-// (internal/fakesys/testdata/machines/dgx-h100-faults.yaml) GPU 2's
+// (internal/testutil/fakesys/testdata/machines/dgx-h100-faults.yaml) GPU 2's
 // NVLink 5 is down and its own NIC mlx5_4 too, so GPU 2 pairs with GPU
 // 0's mlx5_0 at NODE, while GPU 0 is PIX. dcgm-exporter's series are
 // written by hand in its format (render_metrics.go's gpuMetricsFormat:

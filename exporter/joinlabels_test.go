@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 // joinLabels are the labels dcgm-exporter users join on, besides gpu
@@ -27,7 +27,7 @@ import (
 var joinLabels = []string{"UUID", "pci_bus_id", "model_name", "Hostname"}
 
 // dgxH100Join is GPU n's join labels on dgx-h100, written from
-// internal/fakesys/testdata/machines/dgx-h100.yaml (hostname dgx-h100-01;
+// internal/testutil/fakesys/testdata/machines/dgx-h100.yaml (hostname dgx-h100-01;
 // each GPU's uuid and name; its bdf, 0000:1b:00.0 for GPU 0) in
 // dcgm-exporter's formats: pci_bus_id as NVML writes it,
 // NVML_DEVICE_PCI_BUS_ID_FMT "%08X:%02X:%02X.0" (nvml.h). dcgm-exporter's

@@ -225,7 +225,7 @@ func TestStorageOncePerNode(t *testing.T) {
 	}
 }
 
-// dgx-h100 (internal/fakesys/testdata/machines/dgx-h100.yaml): 10 NVMe
+// dgx-h100 (internal/testutil/fakesys/testdata/machines/dgx-h100.yaml): 10 NVMe
 // controllers, the two M.2 boot drives nvme0 (0000:06:00.0) and nvme1 on
 // CPU 0 and one U.2 drive in each GPU's PCIe switch (nvme2…nvme9 for GPUs
 // 0…7, PIX), no mount table (every drive unmounted), storage NICs

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/gpuaffinity/gpuaffinity/health"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
-// dgx-h100 (internal/fakesys/testdata/machines/dgx-h100.yaml): 8 H100 on
+// dgx-h100 (internal/testutil/fakesys/testdata/machines/dgx-h100.yaml): 8 H100 on
 // NVSwitch with 18 NVLinks each, GPU n in one PCIe switch with one compute
 // ConnectX-7 (NDR 400 Gb/s InfiniBand), two dual-port storage ConnectX-7
 // at 200 Gb/s in RoCE mode. The values below are written from that spec.
@@ -228,7 +228,7 @@ func TestNoDiscoveryYet(t *testing.T) {
 	}
 }
 
-// dgx-h100-faults (internal/fakesys/testdata/machines/dgx-h100-faults.yaml)
+// dgx-h100-faults (internal/testutil/fakesys/testdata/machines/dgx-h100-faults.yaml)
 // is dgx-h100 with: GPU 2's NVLink 5 down after CRC errors (crc_flit 12,
 // crc_data 1, replay 3, recovery 2), GPU 4 waiting for a row remap (1
 // uncorrectable row), GPU 7 lost (its handle answers GPU_IS_LOST, at

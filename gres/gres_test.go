@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 func u64p(v uint64) *uint64 { return &v }

@@ -8,7 +8,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/bind"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 // TestBuildAMD: exec on an AMD MI300X node gives the rank env's RCCL

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 

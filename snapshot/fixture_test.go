@@ -11,8 +11,8 @@ import (
 // h200Capture is the real capture of an Azure-like H200 VM: one GPU at
 // 0000:00:06.0 on a flat virtual PCI bus, virtio NICs, no RDMA, one NUMA
 // node with 16 CPUs (a copy of the shared fixtures/h200-vm in
-// internal/fakesys/testdata).
-const h200Capture = "../internal/fakesys/testdata/h200-vm/sysfs.tar.gz"
+// internal/testutil/fakesys/testdata).
+const h200Capture = "../internal/testutil/fakesys/testdata/h200-vm/sysfs.tar.gz"
 
 // allowlistOracle restates paths.go as regular expressions, written apart
 // from it, for checking a snapshot of a real capture: every file or link of

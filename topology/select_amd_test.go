@@ -10,10 +10,10 @@ import (
 )
 
 // mi300xNode is amd-mi300x's layout, by hand from
-// internal/fakesys/testdata/machines/amd-mi300x.yaml: 8 MI300X in SPX
+// internal/testutil/fakesys/testdata/machines/amd-mi300x.yaml: 8 MI300X in SPX
 // mode (amdgpu index i = KFD order = HIP ordinal i) at these bus ids;
 // the fixture gives no unique_id, so KFD's is fakesys's default, FNV-1a
-// 64 of "unique:<bdf>" (internal/fakesys/FORMAT.md), and ROCr's UUID is
+// 64 of "unique:<bdf>" (internal/testutil/fakesys/FORMAT.md), and ROCr's UUID is
 // "GPU-" and its 16 hex digits.
 func mi300xNode() Node {
 	var n Node

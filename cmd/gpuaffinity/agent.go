@@ -18,7 +18,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/agent"
 	"github.com/gpuaffinity/gpuaffinity/exporter"
 	"github.com/gpuaffinity/gpuaffinity/health"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 
 	"github.com/gpuaffinity/gpuaffinity/agent"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 // agentProc is `gpuaffinity agent` running as a process.

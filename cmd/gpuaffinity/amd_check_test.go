@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/health"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 // The checks of NVIDIA's machinery, which do not apply to AMD GPUs.

@@ -15,7 +15,7 @@ import (
 // 1 = CPUs 96-191,288-383): ROCR_VISIBLE_DEVICES=4,5 makes rank 0 GPU 4;
 // HIP_VISIBLE_DEVICES=1 counts within it: GPU 5. A ROCr UUID (GPU-, then
 // the fixture's default unique_id, FNV-1a 64 of "unique:<bdf>",
-// internal/fakesys/FORMAT.md) of GPU 6 (0000:d5:00.0) selects GPU 6.
+// internal/testutil/fakesys/FORMAT.md) of GPU 6 (0000:d5:00.0) selects GPU 6.
 func TestAMDSelectEnv(t *testing.T) {
 	h := fnv.New64a()
 	h.Write([]byte("unique:0000:d5:00.0"))

@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 // BenchmarkCommands measures env, cpumap and exec's planning in-process:

@@ -13,7 +13,7 @@ import (
 )
 
 // The B300 fixtures of issue 32, every answer written by hand from the
-// specs' layouts (internal/fakesys/testdata/machines/dgx-b300.yaml and
+// specs' layouts (internal/testutil/fakesys/testdata/machines/dgx-b300.yaml and
 // b300-roce-lag.yaml, their sources: rdma-core rdma_topo's inline
 // complex, the B300 `nvidia-smi topo -m` of DeepEP#590 and nccl#2150).
 // Both: 8 B300, 2 sockets of 64 cores with SMT (CPUs 0-63,128-191 and

@@ -12,7 +12,7 @@ import (
 
 // The GB300 tray with ConnectX-8 Data Direct, through every command. The
 // answers are NVIDIA's "Grace Blackwell CX8 GPUDirect RDMA" guide's
-// (internal/fakesys/testdata/machines/gb300-nvl72-tray.yaml cites it):
+// (internal/testutil/fakesys/testdata/machines/gb300-nvl72-tray.yaml cites it):
 // rdma_topo prints "RDMA NIC=0000:03:00.0, GPU=0009:06:00.0, RDMA DMA
 // Function=0009:03:00.0" and "RDMA NIC=0002:03:00.0, GPU=0008:06:00.0,
 // RDMA DMA Function=0008:03:00.0", so GPU 0 (0008:06:00.0, the first in

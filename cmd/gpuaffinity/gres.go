@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/gres"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 func newGresCmd(g *globals) *cobra.Command {

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 )
 

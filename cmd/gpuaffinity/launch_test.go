@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
 // env and cpumap print the same from the agent's compact launch.node as

@@ -93,7 +93,7 @@ type wantValue struct {
 }
 
 // Expected values, written from the fixtures:
-//   - dgx-h100 (internal/fakesys/testdata/machines/dgx-h100.yaml and the
+//   - dgx-h100 (internal/testutil/fakesys/testdata/machines/dgx-h100.yaml and the
 //     dgx-h100 row of docs/metrics.md's series table): 8 H100 GPUs with 18
 //     NVLinks each (gpu_gpu NV18: 144 links), 12 RDMA ports of 12 devices,
 //     8 of them compute (roles mlx5_0, 3, 4, 5, 6, 9, 10, 11), every GPU

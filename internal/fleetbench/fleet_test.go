@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/fleet"
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 )

@@ -7,7 +7,7 @@ import (
 
 // machine is one kind of node of the synthetic fleet: what the agent
 // discovers on it and exports, copied from the embedded example machine
-// of the same name (internal/fakesys testdata/machines/<demo>.yaml, as
+// of the same name (internal/testutil/fakesys testdata/machines/<demo>.yaml, as
 // `gpuaffinity topo --demo <demo> -o json` shows it). machines_test.go
 // checks every copy against a discovery of its example.
 type machine struct {

@@ -19,7 +19,7 @@
 // BuildMachineMemory (what --demo uses) loads a machine from its prebuilt
 // image instead, images/NAME.img.gz: the same tree and NVML answers in a
 // compact form, a millisecond to load where building from the spec took
-// tens. go generate ./internal/fakesys writes the images (BuildImage);
+// tens. go generate ./internal/testutil/fakesys writes the images (BuildImage);
 // TestImagesMatchSpecs fails while one differs from what its spec or
 // capture builds, so a changed spec, capture or builder needs a go
 // generate in the same change. Tests build from the specs directly.

@@ -1,6 +1,6 @@
-// Command genimages writes internal/fakesys/images: one prebuilt image
+// Command genimages writes internal/testutil/fakesys/images: one prebuilt image
 // of each embedded machine (fakesys.BuildImage), which --demo loads.
-// Run it through go generate ./internal/fakesys after changing a spec,
+// Run it through go generate ./internal/testutil/fakesys after changing a spec,
 // a capture or the builder; fakesys's tests fail until then.
 package main
 
@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 func main() {

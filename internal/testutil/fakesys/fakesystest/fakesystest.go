@@ -6,7 +6,7 @@ package fakesystest
 import (
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 )
 
 // Root builds machine name (any of fakesys.Machines()) into tb.TempDir()

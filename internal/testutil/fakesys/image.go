@@ -22,7 +22,7 @@ import (
 // BuildMachineMemory would build from the spec (or the capture), and its
 // NVML answers, so that --demo loads a machine in a millisecond instead
 // of building thousands of files from YAML each time. go generate
-// ./internal/fakesys writes them; TestImagesMatchSpecs fails while one
+// ./internal/testutil/fakesys writes them; TestImagesMatchSpecs fails while one
 // differs from what its spec builds.
 //
 //go:generate go run ./internal/genimages -o images

@@ -16,7 +16,7 @@ import (
 // TestImagesMatchSpecs holds every embedded image to what its spec (or
 // capture) builds now: the same directories, files, contents and links,
 // and the same NVML answers, down to the nvml.json they print. It fails
-// after a spec or the builder changes until go generate ./internal/fakesys
+// after a spec or the builder changes until go generate ./internal/testutil/fakesys
 // writes the images again.
 func TestImagesMatchSpecs(t *testing.T) {
 	for _, name := range Machines() {
@@ -32,7 +32,7 @@ func TestImagesMatchSpecs(t *testing.T) {
 			}
 			gz, err := imageFS.ReadFile("images/" + name + ".img.gz")
 			if err != nil {
-				t.Fatalf("no image: %v (run go generate ./internal/fakesys)", err)
+				t.Fatalf("no image: %v (run go generate ./internal/testutil/fakesys)", err)
 			}
 			zr, err := gzip.NewReader(bytes.NewReader(gz))
 			if err != nil {
@@ -47,7 +47,7 @@ func TestImagesMatchSpecs(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(raw, want) {
-				t.Errorf("images/%s.img.gz differs from what its spec builds: run go generate ./internal/fakesys", name)
+				t.Errorf("images/%s.img.gz differs from what its spec builds: run go generate ./internal/testutil/fakesys", name)
 			}
 			// What the image decodes to is the tree the spec builds.
 			gotTree, err := encodeImage(m.Root(), nil)
