@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -36,7 +35,7 @@ func (c *collector) nvml() error {
 		// Record documents the file as complete when only Shutdown failed.
 		c.warn("%s: %v", source, err)
 	}
-	data, err := encodeReplay(f)
+	data, err := gpunvml.EncodeReplay(f)
 	if err != nil {
 		return err
 	}
@@ -46,14 +45,4 @@ func (c *collector) nvml() error {
 	c.tree.addFile(gpunvml.ReplayFileName, data)
 	c.rep.NVML = source
 	return nil
-}
-
-// encodeReplay renders nvml.json as indented JSON with a trailing newline;
-// deterministic, fields in struct order.
-func encodeReplay(f gpunvml.ReplayFile) ([]byte, error) {
-	data, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", gpunvml.ReplayFileName, err)
-	}
-	return append(data, '\n'), nil
 }

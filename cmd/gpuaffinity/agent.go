@@ -18,7 +18,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/agent"
 	"github.com/gpuaffinity/gpuaffinity/exporter"
 	"github.com/gpuaffinity/gpuaffinity/health"
-	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 )
 
@@ -55,7 +55,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if nf.demo == "list" {
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(fakesys.Machines(), "\n"))
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(demo.Machines(), "\n"))
 				return err
 			}
 			prof, err := health.ParseProfile(profile)

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 )
 
 // outputFormats are each command's -o values, for shell completion.
@@ -17,7 +17,7 @@ var outputFormats = map[string][]string{
 
 // flagValues are the values of flags that mean the same on every command.
 var flagValues = map[string]func() []string{
-	"demo":       func() []string { return append(fakesys.Machines(), "list") },
+	"demo":       func() []string { return append(demo.Machines(), "list") },
 	"profile":    func() []string { return []string{"pretrain", "finetune", "inference"} },
 	"mode":       func() []string { return []string{"node", "socket", "exclusive"} },
 	"log.level":  func() []string { return []string{"debug", "info", "warn", "error"} },

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/gres"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
-	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 )
 
 func newGresCmd(g *globals) *cobra.Command {
@@ -32,7 +32,7 @@ or minor number) go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if nf.demo == "list" {
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(fakesys.Machines(), "\n"))
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(demo.Machines(), "\n"))
 				return err
 			}
 			n, err := nf.discover(cmd, g)

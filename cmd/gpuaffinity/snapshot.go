@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/snapshot"
 )
@@ -17,7 +17,7 @@ import (
 func newSnapshotCmd(g *globals) *cobra.Command {
 	var out string
 	var scrub bool
-	var demo string
+	var machine string
 	cmd := &cobra.Command{
 		Use:   "snapshot -f DIR|FILE.tar.gz [--demo NAME]",
 		Short: "Capture the files discovery reads, and NVML's answers, for --root",
@@ -34,9 +34,9 @@ read the same machine. See docs/snapshot.md.`,
 				return fmt.Errorf("-f DIR or -f FILE.tar.gz is required")
 			}
 			root := g.root
-			if demo != "" {
-				if demo == "list" {
-					_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(fakesys.Machines(), "\n"))
+			if machine != "" {
+				if machine == "list" {
+					_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(demo.Machines(), "\n"))
 					return err
 				}
 				if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
@@ -46,10 +46,10 @@ read the same machine. See docs/snapshot.md.`,
 					// The example machine's root as it is, nvml.json
 					// included, for other tools (lstopo, node_exporter)
 					// to read.
-					if err := writeDemo(demo, out); err != nil {
+					if err := writeDemo(machine, out); err != nil {
 						return err
 					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "snapshot: example machine %s written to %s\n", demo, out)
+					fmt.Fprintf(cmd.ErrOrStderr(), "snapshot: example machine %s written to %s\n", machine, out)
 					return nil
 				}
 				dir, err := os.MkdirTemp(demoTempDir(), "gpuaffinity-demo-")
@@ -57,8 +57,8 @@ read the same machine. See docs/snapshot.md.`,
 					return err
 				}
 				defer os.RemoveAll(dir)
-				if err := fakesys.BuildMachine(demo, dir); err != nil {
-					return fmt.Errorf("demo %q: %w (try --demo list)", demo, err)
+				if err := demo.Write(machine, dir); err != nil {
+					return fmt.Errorf("demo %q: %w (try --demo list)", machine, err)
 				}
 				root = dir
 			}
@@ -88,7 +88,7 @@ read the same machine. See docs/snapshot.md.`,
 	}
 	outputFileFlag(cmd, &out, "output directory, or a file ending in .tar.gz")
 	cmd.Flags().BoolVar(&scrub, "scrub", false, "replace MACs, GUIDs, UUIDs and hostnames with stable fakes")
-	cmd.Flags().StringVar(&demo, "demo", "", `write an embedded example machine's root (nvml.json included) instead of capturing this one ("list" names them)`)
+	cmd.Flags().StringVar(&machine, "demo", "", `write an embedded example machine's root (nvml.json included) instead of capturing this one ("list" names them)`)
 	return cmd
 }
 
@@ -107,7 +107,7 @@ func writeDemo(name, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("snapshot --demo: %w", err)
 	}
-	if err := fakesys.BuildMachine(name, dir); err != nil {
+	if err := demo.Write(name, dir); err != nil {
 		return fmt.Errorf("demo %q: %w (try --demo list)", name, err)
 	}
 	return nil

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
-	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -90,7 +90,7 @@ func (f *nodeFlags) prepareRoot(cmd *cobra.Command, g *globals) (string, error) 
 		return "", err
 	}
 	f.demoDir = dir
-	if err := fakesys.BuildMachine(f.demo, dir); err != nil {
+	if err := demo.Write(f.demo, dir); err != nil {
 		f.cleanup()
 		return "", fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
 	}
@@ -102,7 +102,7 @@ func (f *nodeFlags) memoryRoot(cmd *cobra.Command) (*rootfs.Root, gonvml.Interfa
 	if cmd.Flags().Changed("root") || os.Getenv("GPUAFFINITY_ROOT") != "" {
 		return nil, nil, fmt.Errorf("--demo and --root exclude each other")
 	}
-	r, lib, err := fakesys.BuildMachineMemory(f.demo)
+	r, lib, err := demo.Memory(f.demo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("demo %q: %w (try --demo list)", f.demo, err)
 	}
@@ -159,7 +159,7 @@ contract (schema gpuaffinity.topology/v1, docs/topology-json.md); -o dot and
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if nf.demo == "list" {
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(fakesys.Machines(), "\n"))
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(demo.Machines(), "\n"))
 				return err
 			}
 			r, ok := renderers[output]

@@ -2,7 +2,6 @@ package fakesys
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -65,11 +64,11 @@ func BuildMemory(spec Spec) (root *rootfs.Root, lib gonvml.Interface, err error)
 
 // marshalReplay is nvml.json as Build writes it.
 func marshalReplay(name string, rf nvml.ReplayFile) ([]byte, error) {
-	data, err := json.MarshalIndent(rf, "", "  ")
+	data, err := nvml.EncodeReplay(rf)
 	if err != nil {
-		return nil, fmt.Errorf("build %s: nvml.json: %w", name, err)
+		return nil, fmt.Errorf("build %s: %w", name, err)
 	}
-	return append(data, '\n'), nil
+	return data, nil
 }
 
 // buildTree lays out spec's files, and its NVML answers (nil for a

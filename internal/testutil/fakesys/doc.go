@@ -1,7 +1,9 @@
-// Package fakesys builds fake machine roots for tests and for
-// `gpuaffinity topo --demo NAME`: a directory with sys/, proc/ and
-// nvml.json that the project's readers, hwloc (HWLOC_FSROOT), node_exporter
-// (--path.sysfs) and procfs read as they would a live node.
+// Package fakesys builds fake machine roots for tests: a directory with
+// sys/, proc/ and nvml.json that the project's readers, hwloc
+// (HWLOC_FSROOT), node_exporter (--path.sysfs) and procfs read as they
+// would a live node. It is test tooling, never linked into the binary:
+// `gpuaffinity topo --demo NAME` loads the prebuilt images of package
+// internal/demo, which this package writes.
 //
 // Machines come from two places:
 //
@@ -16,13 +18,15 @@
 // into a test's temp dir), and Expectation returns the hand-written
 // expected pairing of each (never derived from the program's output).
 //
-// BuildMachineMemory (what --demo uses) loads a machine from its prebuilt
-// image instead, images/NAME.img.gz: the same tree and NVML answers in a
-// compact form, a millisecond to load where building from the spec took
-// tens. go generate ./internal/testutil/fakesys writes the images (BuildImage);
+// BuildMachineMemory loads a machine from its prebuilt image instead
+// (demo.Memory, what --demo uses), internal/demo/images/NAME.img.gz: the
+// same tree and NVML answers in a compact form, a millisecond to load
+// where building from the spec took tens. go generate
+// ./internal/testutil/fakesys writes the images (BuildImage);
 // TestImagesMatchSpecs fails while one differs from what its spec or
-// capture builds, so a changed spec, capture or builder needs a go
-// generate in the same change. Tests build from the specs directly.
+// capture builds, TestMachinesHaveImages while a machine has none, so a
+// changed spec, capture or builder needs a go generate in the same
+// change. Tests build from the specs directly.
 //
 // What Build writes follows the kernel's formats (see
 // ../shared/research/fake-sysfs.md): every attribute ends with a newline,
@@ -37,6 +41,7 @@
 // unsafe capture archive wraps ErrUnsafePath; I/O failures are the
 // *os.PathError of the file concerned. Nothing panics on a bad spec.
 //
-// This package is for tests and demos only: nothing in the agent reads
-// its output on a live node.
+// This package is for tests only: nothing in the agent reads its output
+// on a live node, and cmd/gpuaffinity's TestBinaryLinksNoFixtures fails
+// if the binary links it.
 package fakesys

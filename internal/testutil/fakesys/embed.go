@@ -11,6 +11,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
@@ -26,8 +27,9 @@ var expectFS embed.FS
 var filesFS embed.FS
 
 // ErrUnknownMachine is wrapped when a machine name is neither a spec nor
-// a capture.
-var ErrUnknownMachine = errors.New("unknown machine")
+// a capture. It is demo's, so that a test checks one error whichever
+// package named the machine.
+var ErrUnknownMachine = demo.ErrUnknownMachine
 
 // H200VM is the name of the real capture (see BuildH200).
 const H200VM = "h200-vm"
@@ -79,9 +81,11 @@ func Expectation(name string) (Expect, error) {
 }
 
 // BuildMachineMemory builds any machine of Machines() in memory, with
-// the NVML replay of its nvml.json (nil when it has none).
+// the NVML replay of its nvml.json (nil when it has none). It loads the
+// machine's prebuilt image (demo.Memory, what --demo uses), and builds
+// from the spec only a machine that has none yet.
 func BuildMachineMemory(name string) (*rootfs.Root, gonvml.Interface, error) {
-	if r, lib, ok, err := loadImage(name); ok {
+	if r, lib, err := demo.Memory(name); !errors.Is(err, demo.ErrUnknownMachine) {
 		return r, lib, err
 	}
 	if name == H200VM {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -69,11 +68,7 @@ func h200Replay() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build %s: nvml-probe.json: %w", H200VM, err)
 	}
-	data, err := json.MarshalIndent(rf, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("build %s: nvml.json: %w", H200VM, err)
-	}
-	return append(data, '\n'), nil
+	return marshalReplay(H200VM, rf)
 }
 
 // BuildH200 writes the h200-vm capture into dir: its sys/ and proc/ trees

@@ -2,22 +2,24 @@ package fakesys
 
 import (
 	"bytes"
-	"compress/gzip"
-	"errors"
-	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
 // TestImagesMatchSpecs holds every embedded image to what its spec (or
 // capture) builds now: the same directories, files, contents and links,
 // and the same NVML answers, down to the nvml.json they print. It fails
-// after a spec or the builder changes until go generate ./internal/testutil/fakesys
-// writes the images again.
+// after a spec or the builder changes until go generate
+// ./internal/testutil/fakesys writes the images again.
 func TestImagesMatchSpecs(t *testing.T) {
 	for _, name := range Machines() {
 		t.Run(name, func(t *testing.T) {
@@ -30,24 +32,16 @@ func TestImagesMatchSpecs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gz, err := imageFS.ReadFile("images/" + name + ".img.gz")
+			raw, err := demo.Raw(name)
 			if err != nil {
 				t.Fatalf("no image: %v (run go generate ./internal/testutil/fakesys)", err)
 			}
-			zr, err := gzip.NewReader(bytes.NewReader(gz))
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, err := io.ReadAll(zr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, irf, err := decodeImage(name, raw)
+			m, irf, err := demo.Decode(name, raw)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(raw, want) {
-				t.Errorf("images/%s.img.gz differs from what its spec builds: run go generate ./internal/testutil/fakesys", name)
+				t.Errorf("internal/demo/images/%s.img.gz differs from what its spec builds: run go generate ./internal/testutil/fakesys", name)
 			}
 			// What the image decodes to is the tree the spec builds.
 			gotTree, err := encodeImage(m.Root(), nil)
@@ -84,54 +78,85 @@ func TestImagesMatchSpecs(t *testing.T) {
 	}
 }
 
-// A damaged image is an error, never a panic or a partial machine.
-func TestDecodeImageMalformed(t *testing.T) {
-	r, rf, err := buildMachineTree("grace-hopper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := encodeImage(r, rf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := decodeImage("x", raw); err != nil {
-		t.Fatalf("the whole image: %v", err)
-	}
-	for _, n := range []int{0, len(imageMagic) - 1, len(imageMagic), len(imageMagic) + 1, len(raw) / 3, len(raw) / 2, len(raw) - 1} {
-		if _, _, err := decodeImage("x", raw[:n]); !errors.Is(err, errImage) {
-			t.Errorf("cut at byte %d: %v; want errImage", n, err)
+// TestMachinesHaveImages: --demo offers exactly the machines the specs
+// and captures define, one image each (demo.Machines lists the images).
+func TestMachinesHaveImages(t *testing.T) {
+	specs, images := Machines(), demo.Machines()
+	for _, name := range specs {
+		if !slices.Contains(images, name) {
+			t.Errorf("machine %s has no image: run go generate ./internal/testutil/fakesys", name)
 		}
 	}
-	for _, i := range []int{len(imageMagic) + 2, len(imageMagic) + 5, len(raw) / 4} {
-		bad := bytes.Clone(raw)
-		bad[i] ^= 0xff
-		if _, _, err := decodeImage("x", bad); err == nil {
-			// Some flips land in a name or a content and still decode;
-			// those must still be a well-formed tree.
-			continue
+	for _, name := range images {
+		if !slices.Contains(specs, name) {
+			t.Errorf("internal/demo/images/%s.img.gz has no spec or capture: run go generate ./internal/testutil/fakesys", name)
 		}
-	}
-	if _, _, err := decodeImage("x", append(bytes.Clone(raw), 0)); !errors.Is(err, errImage) {
-		t.Errorf("trailing byte: %v; want errImage", err)
 	}
 }
 
-// FuzzDecodeImage: any input decodes or fails with errImage, without a
-// panic.
-func FuzzDecodeImage(f *testing.F) {
-	r, rf, err := buildMachineTree("smt-off-2s")
-	if err != nil {
-		f.Fatal(err)
+// TestWriteMatchesBuild: what demo.Write puts on disk (snapshot --demo,
+// topo's on-disk path) is what BuildMachine writes from the spec: the
+// same directories, files with their contents and modes, and links, the
+// fault machines included. The image keeps no mode, so a builder that
+// wrote a mode of its own (a file only root may read, a FIFO) fails here
+// until the image format carries it.
+func TestWriteMatchesBuild(t *testing.T) {
+	// The capture, the fault machines of each vendor and a plain one:
+	// every machine passed when this was written (TestImagesMatchSpecs
+	// holds the rest to their trees), and writing all of them twice
+	// costs minutes on a loaded machine.
+	for _, name := range []string{H200VM, "dgx-h100-faults", "amd-mi300x-faults", "grace-hopper"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			built, written := t.TempDir(), t.TempDir()
+			if err := BuildMachine(name, built); err != nil {
+				t.Fatal(err)
+			}
+			if err := demo.Write(name, written); err != nil {
+				t.Fatal(err)
+			}
+			want, got := diskTree(t, built), diskTree(t, written)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("demo.Write differs from BuildMachine (-built +written):\n%s", diff)
+			}
+		})
 	}
-	raw, err := encodeImage(r, rf)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(raw)
-	f.Add([]byte(imageMagic))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, _, err := decodeImage("x", data); err != nil && !errors.Is(err, errImage) {
-			t.Fatalf("error %v does not wrap errImage", err)
+}
+
+// diskTree describes every entry under dir: its type and permissions,
+// and a file's contents or a link's target.
+func diskTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		desc := info.Mode().String()
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			desc += " -> " + target
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			desc += " " + string(data)
+		}
+		tree[rel] = desc
+		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }

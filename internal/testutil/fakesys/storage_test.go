@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/demo"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
@@ -621,7 +622,7 @@ func TestStorageInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := decodeImage("storage", raw)
+	m, _, err := demo.Decode("storage", raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-// Command genimages writes internal/testutil/fakesys/images: one prebuilt image
-// of each embedded machine (fakesys.BuildImage), which --demo loads.
-// Run it through go generate ./internal/testutil/fakesys after changing a spec,
-// a capture or the builder; fakesys's tests fail until then.
+// Command genimages writes internal/demo/images: one prebuilt image of
+// each embedded machine (fakesys.BuildImage), which --demo loads through
+// package demo. Run it through go generate ./internal/testutil/fakesys
+// after changing a spec, a capture or the builder; fakesys's tests fail
+// until then.
 package main
 
 import (
