@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 // A real Prometheus scrapes the agent on the dgx-h100-faults fixture

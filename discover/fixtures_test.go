@@ -14,8 +14,8 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
-	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/hwloccheck"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )

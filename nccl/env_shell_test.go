@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 var envShells = []string{"bash", "dash", "zsh"}

@@ -35,8 +35,8 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/fleet/kube"
 	"github.com/gpuaffinity/gpuaffinity/fleet/prom"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/internal/promtest"
-	"github.com/gpuaffinity/gpuaffinity/internal/slurmtest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/promtest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/slurmtest"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 )
 

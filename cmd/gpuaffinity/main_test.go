@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 	"github.com/gpuaffinity/gpuaffinity/snapshot"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/fakesys/fakesystest"
-	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/hwloccheck"
 )
 
 // TestMachinesAgreeWithHwloc builds every fixture machine and checks that
