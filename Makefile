@@ -48,18 +48,18 @@ build:
 # The image holds both binaries, the shared objects the dynamic loader
 # maps for them (libc and the loader; libnvidia-ml comes from the NVIDIA
 # container runtime) and nothing else; it is tagged with the release the
-# manifests and the Helm chart name (internal/ociimage.Release).
+# manifests and the Helm chart name (deploy/internal/ociimage.Release).
 IMAGE_TAR ?= dist/gpuaffinity-image.tar
 image: build
 	@mkdir -p $(dir $(IMAGE_TAR))
-	$(GO) run ./internal/ociimage/mkimage -o $(IMAGE_TAR) -version $(VERSION) -revision $(REVISION) \
+	$(GO) run ./deploy/internal/ociimage/mkimage -o $(IMAGE_TAR) -version $(VERSION) -revision $(REVISION) \
 		bin/gpuaffinity bin/gpuaffinity-agent
 
 # nFPM as a library; the version is git describe made a package version
-# (internal/pkgbuild), Depends/Requires the glibc the binaries need.
+# (deploy/internal/pkgbuild), Depends/Requires the glibc the binaries need.
 package: build
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
-		$(GO) run ./internal/pkgbuild/mkpkg -version '$(VERSION)' -out dist bin/gpuaffinity bin/gpuaffinity-agent
+		$(GO) run ./deploy/internal/pkgbuild/mkpkg -version '$(VERSION)' -out dist bin/gpuaffinity bin/gpuaffinity-agent
 
 demo: deps-build
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/gpuaffinity topo --demo dgx-h100
@@ -68,8 +68,15 @@ demo: deps-build
 # hit the build cache this warms.
 test: deps lint compile unit fuzz
 
+# Two modules, one workspace (go.work): the product at the root, and
+# deploy/ (github.com/gpuaffinity/gpuaffinity/deploy), which holds the
+# tests and release tools that need Kubernetes, Helm, kustomize, nFPM and
+# go-containerregistry. `./...` at the root stops at deploy/go.mod, so
+# every target that covers the tree runs once per module; -C deploy
+# works with GOWORK=off too (deploy/go.mod replaces the product with ../).
 compile:
 	$(GO) build ./...
+	$(GO) -C deploy build ./...
 	$(GO) build -tags omit_agent -o /dev/null ./cmd/gpuaffinity
 
 deps:
@@ -87,6 +94,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C deploy vet ./...
 	$(GO) vet -tags omit_agent ./cmd/gpuaffinity
 
 # Fixture roots are thousands of small files, and race-built test
@@ -100,6 +108,7 @@ TEST_ENV := PATH="$$PATH:/usr/sbin:/sbin" GOTMPDIR=$(TEST_TMPDIR) TMPDIR=$(TEST_
 
 unit:
 	$(TEST_ENV) $(GO) test -race -count=1 ./...
+	$(TEST_ENV) $(GO) -C deploy test -race -count=1 ./...
 
 # -fuzzminimizetime 1x: a new input is kept as found, not minimized for up
 # to a minute (which stalls a 4 s run at 0 execs/s). The fuzz engine can
@@ -132,8 +141,8 @@ FLEETBENCH ?= -n 1000,5000,20000,50000
 
 bench:
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./discover/ ./internal/testutil/fakesys/ ./cmd/gpuaffinity/ ./exporter/ ./fleet/ ./fleet/slurmconf/
-	$(TEST_ENV) $(GO) run ./internal/peerbench $(PEERBENCH)
-	$(TEST_ENV) $(GO) run ./internal/fleetbench $(FLEETBENCH)
+	$(TEST_ENV) $(GO) run ./internal/tools/peerbench $(PEERBENCH)
+	$(TEST_ENV) $(GO) run ./internal/tools/fleetbench $(FLEETBENCH)
 
 clean:
 	rm -rf bin dist

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 // A real Prometheus scrapes the agent on the dgx-h100-faults fixture

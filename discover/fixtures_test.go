@@ -12,10 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/hwloccheck"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/fleet/slurmconf"
-	"github.com/gpuaffinity/gpuaffinity/internal/slurmtest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/slurmtest"
 )
 
 // hostileTierNodes are a fleet where one node's tiers aim at the name an

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 // slurmdLayout is a fixture's CPU layout for slurm.conf, written by hand

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 var envShells = []string{"bash", "dash", "zsh"}

@@ -7,7 +7,7 @@
 //
 // The unit files, gpuaffinity.service and gpuaffinity.socket, the agent's
 // part of /etc/default/gpuaffinity (gpuaffinity.default) and their
-// install notes (README.md) sit beside this package; internal/pkgbuild
+// install notes (README.md) sit beside this package; deploy/internal/pkgbuild
 // puts them in the .deb and .rpm. Errors name the socket; a service manager that
 // stops listening is an error the caller logs, never a reason to stop.
 // Nothing here reads flags or the environment beyond NOTIFY_SOCKET,

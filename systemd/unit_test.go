@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 // needTool finds a program, failing in CI (testenv.InCI) and skipping elsewhere
@@ -32,7 +32,7 @@ func needTool(t *testing.T, name, pkg string) string {
 }
 
 // installedBin is where the unit runs the binary from: where the .deb
-// and .rpm put it (internal/pkgbuild).
+// and .rpm put it (deploy/internal/pkgbuild).
 const installedBin = "/usr/bin/gpuaffinity"
 
 // buildAgent builds gpuaffinity (the full build, agent included) into

@@ -34,9 +34,9 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/fleet"
 	"github.com/gpuaffinity/gpuaffinity/fleet/kube"
 	"github.com/gpuaffinity/gpuaffinity/fleet/prom"
-	"github.com/gpuaffinity/gpuaffinity/internal/promtest"
-	"github.com/gpuaffinity/gpuaffinity/internal/slurmtest"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/promtest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/slurmtest"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 )
 
@@ -80,7 +80,7 @@ func loadFleetFixture(t *testing.T) fleetFixture {
 }
 
 // buildFleetNode writes node's fixture root under dir: its machine with
-// its faults (an `extends` spec, as internal/testutil/fakesys FORMAT.md writes
+// its faults (an `extends` spec, as internal/fakesys FORMAT.md writes
 // them), its hostname, and its GPUs' rack position.
 func buildFleetNode(t *testing.T, n fleetNode, dir string) {
 	t.Helper()

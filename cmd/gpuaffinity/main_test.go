@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 	"github.com/gpuaffinity/gpuaffinity/snapshot"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/promtest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/promtest"
 )
 
 // The demo machines the agent runs on, by the role they play here.

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuaffinity/gpuaffinity/deploy/internal/manifest"
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite prometheusrule.yaml below `spec:` from "+rulesFile)

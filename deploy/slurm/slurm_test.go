@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/slurmtest"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/slurmtest"
 )
 
 // nodeName is the test cluster's one node. It is not this machine's host

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/fleet"
 	"github.com/gpuaffinity/gpuaffinity/fleet/prom"
-	"github.com/gpuaffinity/gpuaffinity/internal/promtest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/promtest"
 )
 
 // n1's series, written by hand in the exposition format the agent

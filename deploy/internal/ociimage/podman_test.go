@@ -14,7 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 // podman takes the tarball as `make image` writes it: `podman load`

@@ -1,7 +1,7 @@
 // Command mkimage builds the gpuaffinity container image from built
 // binaries, offline, as a docker-archive tarball (`make image`):
 //
-//	go run ./internal/ociimage/mkimage -o dist/gpuaffinity-image.tar \
+//	go run ./deploy/internal/ociimage/mkimage -o dist/gpuaffinity-image.tar \
 //	    -version v0.1.0 -revision abc1234 bin/gpuaffinity bin/gpuaffinity-agent
 //
 // The first binary is the entrypoint. Load the result with
@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/ociimage"
+	"github.com/gpuaffinity/gpuaffinity/deploy/internal/ociimage"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 // images: entry.
 func TestManifestsNameTheImage(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	k8s := filepath.Join(filepath.Dir(file), "..", "..", "deploy", "kubernetes")
+	k8s := filepath.Join(filepath.Dir(file), "..", "..", "kubernetes")
 	read := func(name string, v any) {
 		t.Helper()
 		data, err := os.ReadFile(filepath.Join(k8s, name))

@@ -21,12 +21,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 const (
 	// repoRoot is the repository, seen from this package's directory.
-	repoRoot = "../.."
+	repoRoot = "../../.."
 	// testDescribe is the Makefile VERSION the test binaries carry
 	// (three commits after tag v1.2.0), testPkgVersion Version's rule for
 	// it (the table in version.go), testRevision the Makefile's REVISION.
@@ -112,13 +112,20 @@ func buildAll(t *testing.T, goTool string) (*built, error) {
 	// takes 90 s instead of 3.
 	ldflags := "-X main.version=" + testDescribe + " -X main.revision=" + testRevision
 	start := time.Now()
-	for _, args := range [][]string{
-		{"build", "-tags", "omit_agent", "-ldflags", ldflags, "-o", b.cli, "./cmd/gpuaffinity"},
-		{"build", "-ldflags", ldflags, "-o", b.agent, "./cmd/gpuaffinity"},
-		{"build", "-o", mkpkg, "./internal/pkgbuild/mkpkg"},
+	// The binaries are built in the product module (the repository's
+	// root), mkpkg in this one (deploy/), so that each builds with
+	// GOWORK=off too.
+	for _, step := range []struct {
+		dir  string
+		args []string
+	}{
+		{repoRoot, []string{"build", "-tags", "omit_agent", "-ldflags", ldflags, "-o", b.cli, "./cmd/gpuaffinity"}},
+		{repoRoot, []string{"build", "-ldflags", ldflags, "-o", b.agent, "./cmd/gpuaffinity"}},
+		{".", []string{"build", "-o", mkpkg, "./mkpkg"}},
 	} {
+		args := step.args
 		cmd := exec.Command(goTool, args...)
-		cmd.Dir = repoRoot
+		cmd.Dir = step.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)

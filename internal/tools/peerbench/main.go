@@ -4,7 +4,7 @@
 // the per-pair ratios as a markdown table. `make bench` runs it; see
 // docs/bench.md.
 //
-//	go run ./internal/peerbench [-n 15] [-warmup 2] [-bin PATH] [-long]
+//	go run ./internal/tools/peerbench [-n 15] [-warmup 2] [-bin PATH] [-long]
 package main
 
 import (
@@ -51,7 +51,7 @@ func main() {
 	flag.BoolVar(&o.long, "long", false, fmt.Sprintf("also scrape the agent %d times and report its RSS growth", rssLongScrapes))
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "limit for the whole run")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/peerbench [flags]\n\n"+
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/tools/peerbench [flags]\n\n"+
 			"Runs gpuaffinity and its peers interleaved and prints a markdown table (docs/bench.md).\n\n")
 		flag.PrintDefaults()
 	}

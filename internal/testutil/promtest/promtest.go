@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 // Interval is the scrape interval (and timeout) of every target.

@@ -6,7 +6,7 @@
 // subcommand logged straight to Prometheus, to set the subcommand's wall
 // time against Prometheus's own. `make bench` runs it.
 //
-//	go run ./internal/fleetbench [-n 1000,5000,20000,50000] [-seed 1] [-interval 60s] [-window 1h]
+//	go run ./internal/tools/fleetbench [-n 1000,5000,20000,50000] [-seed 1] [-interval 60s] [-window 1h]
 //	    [-cache DIR] [-gomemlimit 150MiB] [-bin PATH]
 //
 // Each N's TSDB is cached under -cache (default
@@ -78,7 +78,7 @@ func main() {
 	flag.StringVar(&o.prometheus, "prometheus", "prometheus", "prometheus binary")
 	flag.StringVar(&o.promtool, "promtool", "promtool", "promtool binary")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/fleetbench [flags]\n\n"+
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/tools/fleetbench [flags]\n\n"+
 			"Times gpuaffinity fleet's subcommands against a real Prometheus serving a synthetic fleet.\n\n")
 		flag.PrintDefaults()
 	}

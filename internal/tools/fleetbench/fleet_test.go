@@ -253,7 +253,7 @@ func TestMachinesMatchExamples(t *testing.T) {
 
 // TestGOMEMLIMIT checks that -gomemlimit defaults to the fleet CronJob's.
 func TestGOMEMLIMIT(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "fleet", "cronjob.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", "fleet", "cronjob.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

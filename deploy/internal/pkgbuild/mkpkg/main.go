@@ -1,7 +1,7 @@
-// Command mkpkg builds gpuaffinity's .deb and .rpm (internal/pkgbuild)
+// Command mkpkg builds gpuaffinity's .deb and .rpm (deploy/internal/pkgbuild)
 // from the binaries `make build` writes:
 //
-//	go run ./internal/pkgbuild/mkpkg -version "$(VERSION)" -out dist bin/gpuaffinity bin/gpuaffinity-agent
+//	go run ./deploy/internal/pkgbuild/mkpkg -version "$(VERSION)" -out dist bin/gpuaffinity bin/gpuaffinity-agent
 //
 // -version takes the Makefile's VERSION (git describe) and makes a
 // package version of it (pkgbuild.Version). It prints the package
@@ -14,7 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/pkgbuild"
+	"github.com/gpuaffinity/gpuaffinity/deploy/internal/pkgbuild"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 // Package pkgbuild builds gpuaffinity's .deb and .rpm packages with
 // nFPM (github.com/goreleaser/nfpm/v2) from the two binaries `make build`
 // writes and the files under systemd/, deploy/slurm/ and docs/man/.
-// `make package` runs it through ./internal/pkgbuild/mkpkg.
+// `make package` runs it through ./deploy/internal/pkgbuild/mkpkg.
 //
 // What goes where, and why, is the table in contents; docs/operations.md
 // ("Packages") is the operator's view of it. The packages depend on the

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/hwloccheck"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/hwloccheck"
 )
 
 // TestMachinesAgreeWithHwloc builds every fixture machine and checks that

@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 		bins.lean = filepath.Join(dir, "gpuaffinity")
 		bins.agent = filepath.Join(dir, "gpuaffinity-agent")
 		_, file, _, _ := runtime.Caller(0)
-		top := filepath.Join(filepath.Dir(file), "..", "..")
+		top := filepath.Join(filepath.Dir(file), "..", "..", "..")
 		ld := "-X main.version=" + bins.version + " -X main.revision=test"
 		for _, b := range []struct{ out, tags string }{{bins.lean, "omit_agent"}, {bins.agent, ""}} {
 			cmd := exec.Command("go", "build", "-tags", b.tags, "-ldflags", ld, "-o", b.out, "./cmd/gpuaffinity")

@@ -45,7 +45,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/internal/testenv"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
 // Config describes the cluster.
