@@ -80,7 +80,7 @@ func loadFleetFixture(t *testing.T) fleetFixture {
 }
 
 // buildFleetNode writes node's fixture root under dir: its machine with
-// its faults (an `extends` spec, as internal/fakesys FORMAT.md writes
+// its faults (an `extends` spec, as internal/testutil/fakesys FORMAT.md writes
 // them), its hostname, and its GPUs' rack position.
 func buildFleetNode(t *testing.T, n fleetNode, dir string) {
 	t.Helper()
