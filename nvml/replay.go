@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/sysattr"
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // replayLib answers go-nvml's nvml.Interface from a ReplayFile.
@@ -399,12 +399,12 @@ func (l *replayLib) DeviceGetHandleByUUID(uuid string) (nvml.Device, nvml.Return
 // DeviceGetHandleByPciBusId finds the device whose recorded bus id is id,
 // in NVML's or the sysfs form.
 func (l *replayLib) DeviceGetHandleByPciBusId(id string) (nvml.Device, nvml.Return) {
-	want, err := SysfsBusID(id)
+	want, err := pci.Canonical(id)
 	if err != nil {
 		return nil, nvml.ERROR_INVALID_ARGUMENT
 	}
 	return l.find(func(d *ReplayDevice) bool {
-		got, err := SysfsBusID(d.PCI.Value.BusID)
+		got, err := pci.Canonical(d.PCI.Value.BusID)
 		return d.PCI.Return == "" && err == nil && got == want
 	})
 }
@@ -928,9 +928,9 @@ func same[T any](v T) T { return v }
 func pciInfo(p ReplayPCI) nvml.PciInfo {
 	info := nvml.PciInfo{PciDeviceId: p.PCIDeviceID, PciSubSystemId: p.PCISubsystemID}
 	putCString(info.BusId[:], p.BusID)
-	if a, err := parseBusID(p.BusID); err == nil {
-		info.Domain, info.Bus, info.Device = a.domain, a.bus, a.device
-		putCString(info.BusIdLegacy[:], fmt.Sprintf("%04X:%02X:%02X.%X", a.domain, a.bus, a.device, a.function))
+	if a, err := pci.ParseAddress(p.BusID); err == nil {
+		info.Domain, info.Bus, info.Device = a.Domain, uint32(a.Bus), uint32(a.Device)
+		putCString(info.BusIdLegacy[:], strings.ToUpper(a.String())) // NVML's "%04X:%02X:%02X.%X"
 	}
 	return info
 }
@@ -961,49 +961,4 @@ func cString(src []int8) string {
 		b.WriteByte(byte(c))
 	}
 	return b.String()
-}
-
-// pciAddress is a parsed PCI bus id.
-type pciAddress struct {
-	domain, bus, device, function uint32
-}
-
-// parseBusID parses a PCI bus id in NVML's form ("00000000:3B:00.0"), the
-// sysfs form ("0000:3b:00.0") or without a domain ("3b:00.0").
-func parseBusID(id string) (pciAddress, error) {
-	var a pciAddress
-	parts := strings.Split(id, ":")
-	if len(parts) == 2 {
-		parts = append([]string{"0"}, parts...)
-	}
-	devfn := strings.Split(parts[len(parts)-1], ".")
-	if len(parts) != 3 || len(devfn) != 2 {
-		return a, fmt.Errorf("PCI bus id %q: want domain:bus:device.function", id)
-	}
-	for _, f := range []struct {
-		s   string
-		max uint64
-		dst *uint32
-	}{
-		{parts[0], 0xffffffff, &a.domain}, {parts[1], 0xff, &a.bus},
-		{devfn[0], 0x1f, &a.device}, {devfn[1], 0x7, &a.function},
-	} {
-		v, err := strconv.ParseUint(f.s, 16, 32)
-		if err != nil || v > f.max {
-			return a, fmt.Errorf("PCI bus id %q: bad field %q", id, f.s)
-		}
-		*f.dst = uint32(v)
-	}
-	return a, nil
-}
-
-// SysfsBusID turns a PCI bus id as NVML writes it ("00000000:3B:00.0")
-// into the form sysfs uses ("0000:3b:00.0"): lower-case, a domain of at
-// least 4 hex digits, as go-nvlib's GetPCIBusID does.
-func SysfsBusID(id string) (string, error) {
-	a, err := parseBusID(id)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%04x:%02x:%02x.%x", a.domain, a.bus, a.device, a.function), nil
 }
