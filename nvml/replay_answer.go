@@ -1,8 +1,6 @@
 package nvml
 
-import (
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-)
+import "github.com/NVIDIA/go-nvml/pkg/nvml"
 
 // ret is a recorded Return name as an nvml.Return.
 func ret(name string) nvml.Return {
