@@ -77,56 +77,104 @@ func Discover(opts Options) (topology.Node, error) {
 		}
 	}
 
-	// The sources are independent: NUMA and CPUs, platform and route,
-	// RDMA devices and netdevs, and NVML are read while the PCI bus is,
-	// on the other cores (most of discovery is waiting on small reads).
-	// Their warnings are added in this fixed order, whatever finishes
-	// first.
-	var (
-		wg   sync.WaitGroup
-		topo numa.Topology
-		plat platform.Info
-		host hostInfo
+	// The sources are read concurrently; their warnings are added below
+	// in this fixed order, whatever finished first.
+	src := readSources(root, opts.NVML, opts.NVMLSource)
+	if err := addPCIBus(&n, root, src, warn); err != nil {
+		return n, fmt.Errorf("discover %s: %w", dir, err)
+	}
+	warn(src.numaErrs...)
+	fillCPU(&n, src.topo)
+	fillPlatform(&n, src, warn)
+	n.PCIDevices = pciDevices(src.devs)
+	addNICs(&n, root, opts.Netlink, src, warn)
+	fillNVMLInfo(&n, src, warn)
+	n.GPUs = gpus(src.devs, src.nvml, warn)
+	n.Driver = driverInfo(root, src.nvml, warn)
+	n.Kernel = kernelInfo(root, warn)
+	n.NetPlugins = netPlugins(root)
+	fillFromProcfs(root, n.GPUs, warn)
+	fillGPUMemoryNodes(root, n.GPUs, n.NUMANodes, warn)
+	addAMDGPUs(&n, root, src, warn)
+	n.Unsupported = unsupported(src.devs)
+	fillStorage(&n, root, src.store, src.devs, warn)
+	n.NVLinkFabric.IMEX = readIMEX(root, warn)
+	if w := topology.UnsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
+		n.Warnings = append(n.Warnings, w)
+	}
+	if err := applyVendorTopoFile(&n, root, opts.TopoFile); err != nil {
+		return n, err
+	}
+	topology.Link(&n, opts.Roles)
+	return n, nil
+}
 
-		rdevs          []rdma.Device
-		nds            []rdma.Netdev
-		nerrs, rdwarns []error
-		platErr        error
+// sources is what Discover's independent sources read, kept apart so that
+// their warnings are added in one fixed order, whatever finished first.
+type sources struct {
+	devs    []pci.Device
+	pciErrs []error // bad files under the PCI bus: warnings
+	pciErr  error   // the PCI bus unreadable
 
-		lib     = opts.NVML
-		source  = opts.NVMLSource
-		openErr error
-		res     nvml.Result
+	topo     numa.Topology
+	numaErrs []error
+	plat     platform.Info
+	platErr  error
+	host     hostInfo
 
-		store storageSource
+	rdevs    []rdma.Device
+	nds      []rdma.Netdev
+	rdmaErrs []error
 
-		kt    kfd.Topology
-		kerrs []error
-	)
+	lib        gonvml.Interface // nil when there is no NVML
+	nvmlSource string
+	openErr    error
+	nvml       nvml.Result
+
+	store storageSource
+
+	kfd     kfd.Topology
+	kfdErrs []error
+}
+
+// readSources reads every source under root. The sources are independent:
+// NUMA and CPUs, platform and route, RDMA devices and netdevs, storage,
+// KFD and NVML are read while the PCI bus is, on the other cores (most of
+// discovery is waiting on small reads). lib overrides NVML (source names
+// its kind); nil opens the root's.
+func readSources(root *rootfs.Root, lib gonvml.Interface, source string) *sources {
+	s := &sources{lib: lib, nvmlSource: source}
+	var wg sync.WaitGroup
 	wg.Go(func() {
-		topo, nerrs = numa.Read(root)
-		plat, platErr = platform.Read(root)
-		host = readHost(root)
+		s.topo, s.numaErrs = numa.Read(root)
+		s.plat, s.platErr = platform.Read(root)
+		s.host = readHost(root)
 	})
 	wg.Go(func() {
 		var rerrs, nderrs []error
-		rdevs, rerrs = rdma.Devices(root)
-		nds, nderrs = rdma.Netdevs(root)
-		rdwarns = append(rerrs, nderrs...)
+		s.rdevs, rerrs = rdma.Devices(root)
+		s.nds, nderrs = rdma.Netdevs(root)
+		s.rdmaErrs = append(rerrs, nderrs...)
 	})
-	wg.Go(func() { store = readStorage(root) })
-	wg.Go(func() { kt, kerrs = kfd.ReadTopology(root) })
+	wg.Go(func() { s.store = readStorage(root) })
+	wg.Go(func() { s.kfd, s.kfdErrs = kfd.ReadTopology(root) })
 	wg.Go(func() {
-		if lib == nil {
-			lib, source, openErr = nvml.OpenRoot(root)
+		if s.lib == nil {
+			s.lib, s.nvmlSource, s.openErr = nvml.OpenRoot(root)
 		}
-		if lib != nil {
-			res = nvml.Read(lib)
+		if s.lib != nil {
+			s.nvml = nvml.Read(s.lib)
 		}
 	})
-	devs, perrs, err := pci.NewFS(root).Devices()
+	s.devs, s.pciErrs, s.pciErr = pci.NewFS(root).Devices()
 	wg.Wait()
-	switch {
+	return s
+}
+
+// addPCIBus adds the PCI bus's warnings; it fails only when the bus
+// cannot be read and the root still has one.
+func addPCIBus(n *topology.Node, root *rootfs.Root, s *sources, warn func(...error)) error {
+	switch err := s.pciErr; {
 	case errors.Is(err, fs.ErrNotExist) && hasSysfs(root):
 		// A partial mount of /sys, or a kernel built without PCI (most of
 		// hwloc's own test captures): the CPUs and NUMA nodes are still
@@ -136,27 +184,31 @@ func Discover(opts Options) (topology.Node, error) {
 		warn(fmt.Errorf("%s: no PCI bus in sysfs (a partial mount of /sys, or a kernel without PCI): GPUs and NICs are not placed: %w",
 			root.Path(pci.BusDir), err))
 	case err != nil:
-		return n, fmt.Errorf("discover %s: %w", dir, err)
+		return err
 	}
-	warn(perrs...)
+	warn(s.pciErrs...)
+	return nil
+}
 
-	warn(nerrs...)
-	fillCPU(&n, topo)
-
-	warn(platErr)
+// fillPlatform sets the platform (DMI, and the hypervisor from CPUID),
+// the hostname and the default route's interface.
+func fillPlatform(n *topology.Node, s *sources, warn func(...error)) {
+	warn(s.platErr)
 	n.Platform = topology.Platform{
-		Cloud: topology.Cloud(plat.Cloud), InstanceType: plat.InstanceType,
-		SysVendor: plat.SysVendor, ProductName: plat.ProductName, Virtual: topo.Hypervisor,
+		Cloud: topology.Cloud(s.plat.Cloud), InstanceType: s.plat.InstanceType,
+		SysVendor: s.plat.SysVendor, ProductName: s.plat.ProductName, Virtual: s.topo.Hypervisor,
 	}
-	n.Hostname = host.name
-	warn(host.nameErr)
-	n.DefaultRouteInterface = host.route
-	warn(host.routeErr)
+	n.Hostname = s.host.name
+	warn(s.host.nameErr)
+	n.DefaultRouteInterface = s.host.route
+	warn(s.host.routeErr)
+}
 
-	n.PCIDevices = pciDevices(devs)
-
-	warn(rdwarns...)
-	nl := opts.Netlink
+// addNICs builds the NICs from the PCI functions, RDMA devices and
+// netdevs, cross-checks the netdevs against netlink (nl, else the live
+// one on a live root) and adds their IPv4 addresses.
+func addNICs(n *topology.Node, root *rootfs.Root, nl rdma.Netlink, s *sources, warn func(...error)) {
+	warn(s.rdmaErrs...)
 	if nl == nil && root.Live() {
 		live, closeFn, err := rdma.NewNetlink()
 		if err != nil {
@@ -167,15 +219,20 @@ func Discover(opts Options) (topology.Node, error) {
 		}
 	}
 	if nl != nil {
-		warn(rdma.CrossCheck(nds, nl)...)
+		warn(rdma.CrossCheck(s.nds, nl)...)
 	}
-	n.NICs = nics(devs, rdevs, nds, warn)
-	fillIPv4(&n, root, nl, warn)
+	n.NICs = nics(s.devs, s.rdevs, s.nds, warn)
+	fillIPv4(n, root, nl, warn)
+}
 
-	warn(openErr)
+// fillNVMLInfo says where the NVML facts came from, and whether NVML
+// failed.
+func fillNVMLInfo(n *topology.Node, s *sources, warn func(...error)) {
+	warn(s.openErr)
+	res := s.nvml
 	switch {
-	case lib != nil:
-		n.NVML = topology.NVMLInfo{Source: source, DriverVersion: res.DriverVersion,
+	case s.lib != nil:
+		n.NVML = topology.NVMLInfo{Source: s.nvmlSource, DriverVersion: res.DriverVersion,
 			NVMLVersion: res.NVMLVersion, CUDAVersion: res.CUDADriverVersion}
 		if !res.Available {
 			// NVML is there and failed: the health gate must not pass
@@ -186,38 +243,34 @@ func Discover(opts Options) (topology.Node, error) {
 			}
 		}
 		n.Warnings = append(n.Warnings, res.Warnings...)
-	case openErr != nil:
-		n.NVML = topology.NVMLInfo{Source: "none", Failed: true, Error: openErr.Error()}
+	case s.openErr != nil:
+		n.NVML = topology.NVMLInfo{Source: "none", Failed: true, Error: s.openErr.Error()}
 	default:
 		n.NVML = topology.NVMLInfo{Source: "none", Error: "no NVML: not a live root and no nvml.json"}
 	}
-	n.GPUs = gpus(devs, res, warn)
-	n.Driver = driverInfo(root, res, warn)
-	n.Kernel = kernelInfo(root, warn)
-	n.NetPlugins = netPlugins(root)
-	fillFromProcfs(root, n.GPUs, warn)
-	fillGPUMemoryNodes(root, n.GPUs, n.NUMANodes, warn)
-	// AMD GPUs follow the NVIDIA ones, numbered on from the last.
-	warn(kerrs...)
+}
+
+// addAMDGPUs adds the AMD GPUs after the NVIDIA ones, numbered on from
+// the last, and ROCm's facts.
+func addAMDGPUs(n *topology.Node, root *rootfs.Root, s *sources, warn func(...error)) {
+	warn(s.kfdErrs...)
 	first := 0
 	if len(n.GPUs) > 0 {
 		first = n.GPUs[len(n.GPUs)-1].Index + 1
 	}
-	n.GPUs = append(n.GPUs, amdGPUs(devs, kt, first, warn)...)
+	n.GPUs = append(n.GPUs, amdGPUs(s.devs, s.kfd, first, warn)...)
 	n.ROCm = readROCm(root, n.GPUs, warn)
-	n.Unsupported = unsupported(devs)
-	fillStorage(&n, root, store, devs, warn)
-	n.NVLinkFabric.IMEX = readIMEX(root, warn)
-	if w := topology.UnsupportedWarning(n.Unsupported, len(n.GPUs)); w != "" {
-		n.Warnings = append(n.Warnings, w)
-	}
+}
 
-	// A vendor topology file: the one named (--topo-file) must fit this
-	// node; one the platform installed that does not fit is a warning and
-	// is not used.
-	hostPath := opts.TopoFile
+// applyVendorTopoFile applies a vendor topology file: the one named
+// (--topo-file, a path on this host, not under the root) must fit this
+// node and is an error otherwise; one the platform installed (Azure,
+// AWS) that does not fit is a warning and is not used.
+func applyVendorTopoFile(n *topology.Node, root *rootfs.Root, named string) error {
+	hostPath := named
 	found := hostPath == ""
 	var data []byte
+	var err error
 	switch {
 	case !found:
 		// Named by the user: a path on this host, not under the root.
@@ -230,20 +283,20 @@ func Discover(opts Options) (topology.Node, error) {
 	if found && hostPath != "" {
 		data, err = root.ReadFile(strings.TrimPrefix(hostPath, "/"), maxTopoFileSize)
 	}
-	if hostPath != "" {
-		ws, err := applyTopoFile(&n, data, err, hostPath, found)
-		switch {
-		case err != nil && !found:
-			return n, err
-		case err != nil:
-			n.Warnings = append(n.Warnings, err.Error()+"; not used")
-		default:
-			n.TopoFile = hostPath
-			n.Warnings = append(n.Warnings, ws...)
-		}
+	if hostPath == "" {
+		return nil
 	}
-	topology.Link(&n, opts.Roles)
-	return n, nil
+	ws, err := applyTopoFile(n, data, err, hostPath, found)
+	switch {
+	case err != nil && !found:
+		return err
+	case err != nil:
+		n.Warnings = append(n.Warnings, err.Error()+"; not used")
+	default:
+		n.TopoFile = hostPath
+		n.Warnings = append(n.Warnings, ws...)
+	}
+	return nil
 }
 
 // hasSysfs reports whether the root holds a sysfs: sys/devices, which

@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuaffinity/gpuaffinity/nvml"
+	"github.com/gpuaffinity/gpuaffinity/pci"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -85,11 +86,11 @@ func (g *gpuLabels) share(ps []*dto.LabelPair) {
 // (nvml.h), an 8-digit domain and upper-case hex ("00000000:1B:00.0").
 // An id not in the sysfs form is only upper-cased; "" stays "".
 func pciBusID(id string) string {
-	domain, rest, ok := strings.Cut(id, ":")
-	if !ok || len(domain) > 8 || strings.Count(rest, ":") != 1 {
+	a, err := pci.ParseAddress(id)
+	if err != nil || strings.Count(id, ":") != 2 {
 		return strings.ToUpper(id)
 	}
-	return strings.Repeat("0", 8-len(domain)) + strings.ToUpper(domain) + ":" + strings.ToUpper(rest)
+	return a.NVMLString()
 }
 
 // gpuLabelSet holds the join labels of one discovery's GPUs.

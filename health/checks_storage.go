@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/gpuaffinity/gpuaffinity/pci"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -390,14 +390,7 @@ func checkNVMeLink(_ context.Context, in *Input) Result {
 
 // linkSpeed reads "32.0 GT/s PCIe" as 32; 0 when unknown.
 func linkSpeed(s string) float64 {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return 0
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return 0
-	}
+	v, _ := pci.ParseSpeed(s)
 	return v
 }
 

@@ -19,9 +19,10 @@ import (
 // NCCL_IB_QPS_PER_CONNECTION, NCCL_IB_SPLIT_DATA_ON_QPS,
 // NCCL_IB_PCI_RELAXED_ORDERING (net_ib.cc), NCCL_TOPO_FILE
 // (src/graph/topo.cc ncclTopoGetSystem). So every node-level rule of
-// env.go holds for an AMD GPU's rank, ConnectX and Pollara (ionic_N, an
-// RDMA verbs device like mlx5_N) alike, and UCX's are UCX's. What differs
-// is here:
+// env.go (and env_socket.go, env_roce.go, env_platform.go, env_efa.go,
+// env_tcpx.go) holds for an AMD GPU's rank, ConnectX and Pollara
+// (ionic_N, an RDMA verbs device like mlx5_N) alike, and UCX's are UCX's.
+// What differs is here:
 //
 //   - CUDA_DEVICE_ORDER is not set: HIP numbers devices in KFD order and
 //     does not read it.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // ErrNoXIDEvents is wrapped by WatchXID's error when no GPU could be
@@ -172,7 +174,7 @@ func registerXID(lib nvml.Interface) (nvml.EventSet, []xidGPU, []string, error) 
 		}
 		g := xidGPU{index: i, dev: dev}
 		if info, r := dev.GetPciInfo(); r == nvml.SUCCESS {
-			g.busID, _ = SysfsBusID(cString(info.BusId[:]))
+			g.busID, _ = pci.Canonical(cString(info.BusId[:]))
 		}
 		if uuid, r := dev.GetUUID(); r == nvml.SUCCESS {
 			g.uuid = uuid
@@ -214,7 +216,7 @@ func findXIDGPU(gpus []xidGPU, dev nvml.Device) (int, string) {
 	}
 	var bus string
 	if info, r := dev.GetPciInfo(); r == nvml.SUCCESS {
-		bus, _ = SysfsBusID(cString(info.BusId[:]))
+		bus, _ = pci.Canonical(cString(info.BusId[:]))
 	}
 	for _, g := range gpus {
 		if bus != "" && g.busID == bus {
@@ -262,7 +264,7 @@ func recordXIDs(lib nvml.Interface, devs []nvml.Device) []*Answer[[]uint64] {
 			g.uuid = uuid
 		}
 		if info, r := d.GetPciInfo(); r == nvml.SUCCESS {
-			g.busID, _ = SysfsBusID(cString(info.BusId[:]))
+			g.busID, _ = pci.Canonical(cString(info.BusId[:]))
 		}
 		gpus = append(gpus, g)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // Result is what Read gathered from NVML, as plain data.
@@ -372,7 +374,7 @@ func (g *gpuReader) read(lib nvml.Interface) {
 	}
 	if info, r := dev.GetPciInfo(); g.must("GetPciInfo", r) {
 		id := cString(info.BusId[:])
-		bus, err := SysfsBusID(id)
+		bus, err := pci.Canonical(id)
 		if err != nil {
 			g.note(fmt.Sprintf("GetPciInfo: unreadable bus id %q", id), false, true)
 		}
@@ -551,7 +553,7 @@ func (g *gpuReader) readLinkEnds(dev nvml.Device, link *NVLink) {
 	}
 	if info, r := dev.GetNvLinkRemotePciInfo(n); g.okAt("GetNvLinkRemotePciInfo", n, r) {
 		id := cString(info.BusId[:])
-		if bus, err := SysfsBusID(id); err == nil {
+		if bus, err := pci.Canonical(id); err == nil {
 			link.RemoteBusID = bus
 		} else {
 			g.note(fmt.Sprintf("GetNvLinkRemotePciInfo(%d): unreadable bus id %q", n, id), false, false)

@@ -362,31 +362,6 @@ func TestLoadReplay(t *testing.T) {
 	}
 }
 
-func TestSysfsBusID(t *testing.T) {
-	for _, tc := range []struct {
-		in, want string
-		wantErr  bool
-	}{
-		{in: "00000000:18:00.0", want: "0000:18:00.0"},  // NVML's 8-digit domain
-		{in: "00000000:9A:00.0", want: "0000:9a:00.0"},  // NVML writes upper case
-		{in: "0000:3b:00.1", want: "0000:3b:00.1"},      // already sysfs form
-		{in: "3b:00.0", want: "0000:3b:00.0"},           // no domain
-		{in: "00010000:01:1f.7", want: "10000:01:1f.7"}, // a domain above 16 bits keeps its digits
-		{in: "", wantErr: true},
-		{in: "0000:18:00", wantErr: true},
-		{in: "0000:zz:00.0", wantErr: true},
-		{in: "0000:100:00.0", wantErr: true},
-		{in: "0000:18:20.0", wantErr: true},
-		{in: "0000:18:00.8", wantErr: true},
-		{in: "0000:18:00.-1", wantErr: true},
-	} {
-		got, err := SysfsBusID(tc.in)
-		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("SysfsBusID(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
-		}
-	}
-}
-
 // TestReplayHealth: the health calls answer the file, a file without them
 // answers NOT_SUPPORTED, and Read turns a lost GPU's health answer into
 // state lost.

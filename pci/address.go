@@ -42,10 +42,31 @@ func ParseAddress(s string) (Address, error) {
 	return Address{Domain: uint32(dom), Bus: uint8(bus), Device: uint8(d), Function: uint8(f)}, nil
 }
 
+// Canonical turns a PCI address in any form ParseAddress reads into the
+// sysfs form String prints: NVML's "00000000:3B:00.0" is "0000:3b:00.0",
+// as go-nvlib's GetPCIBusID writes it. It is how the NVML reader (live
+// and replayed) names a GPU, so that discovery can match it to its sysfs
+// function.
+func Canonical(id string) (string, error) {
+	a, err := ParseAddress(id)
+	if err != nil {
+		return "", err
+	}
+	return a.String(), nil
+}
+
 // String prints the sysfs form: lower case, 4-digit domain (more where the
 // domain needs it, as on Hyper-V).
 func (a Address) String() string {
 	return fmt.Sprintf("%04x:%02x:%02x.%x", a.Domain, a.Bus, a.Device, a.Function)
+}
+
+// NVMLString prints the form NVML writes in PciInfo.BusId and DCGM labels
+// GPUs with, NVML_DEVICE_PCI_BUS_ID_FMT "%08X:%02X:%02X.0" (nvml.h): an
+// 8-digit domain and upper-case hex ("00000000:1B:00.0"). ParseAddress
+// reads it back.
+func (a Address) NVMLString() string {
+	return fmt.Sprintf("%08X:%02X:%02X.%X", a.Domain, a.Bus, a.Device, a.Function)
 }
 
 // Less orders addresses as the kernel enumerates them.

@@ -32,6 +32,34 @@ func TestParseAddress(t *testing.T) {
 	}
 }
 
+// TestCanonical: the bus ids NVML writes, and the sysfs form, come out in
+// the sysfs form (the NVML reader names GPUs so; it once had its own
+// parser for this).
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{in: "00000000:18:00.0", want: "0000:18:00.0"},  // NVML's 8-digit domain
+		{in: "00000000:9A:00.0", want: "0000:9a:00.0"},  // NVML writes upper case
+		{in: "0000:3b:00.1", want: "0000:3b:00.1"},      // already sysfs form
+		{in: "3b:00.0", want: "0000:3b:00.0"},           // no domain
+		{in: "00010000:01:1f.7", want: "10000:01:1f.7"}, // a domain above 16 bits keeps its digits
+		{in: "", wantErr: true},
+		{in: "0000:18:00", wantErr: true},
+		{in: "0000:zz:00.0", wantErr: true},
+		{in: "0000:100:00.0", wantErr: true},
+		{in: "0000:18:20.0", wantErr: true},
+		{in: "0000:18:00.8", wantErr: true},
+		{in: "0000:18:00.-1", wantErr: true},
+	} {
+		got, err := Canonical(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("Canonical(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
 func FuzzParseAddress(f *testing.F) {
 	for _, s := range []string{"0000:18:00.0", "00000000:18:00.0", "18:00.0", "::.", "0:0:0.0"} {
 		f.Add(s)

@@ -309,28 +309,6 @@ func ResolveAddress(root *rootfs.Root, link string) (addr Address, rel string, o
 	return addr, rel, false, nil
 }
 
-// Gen maps a link speed as sysfs writes it ("32.0 GT/s PCIe", "8.0 GT/s",
-// "2.5 GT/s PCIe") to its PCIe generation; 0 when unknown ("Unknown",
-// empty, garbage).
-func Gen(speed string) int {
-	f, _, _ := strings.Cut(strings.TrimSpace(speed), " ")
-	switch f {
-	case "2.5":
-		return 1
-	case "5.0", "5":
-		return 2
-	case "8.0", "8":
-		return 3
-	case "16.0", "16":
-		return 4
-	case "32.0", "32":
-		return 5
-	case "64.0", "64":
-		return 6
-	}
-	return 0
-}
-
 // parallel calls fn(0..n-1) on up to GOMAXPROCS goroutines and returns
 // when all calls have.
 func parallel(n int, fn func(i int)) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/pci"
 )
 
 // RoleOptions pins NIC roles. Each entry names a NIC by RDMA device,
@@ -206,9 +208,8 @@ func (c *roleCtx) pcieGbps(busID string) float64 {
 	if speed == "" || width == 0 {
 		speed, width = d.Link.MaxSpeed, d.Link.MaxWidth
 	}
-	f, _, _ := strings.Cut(strings.TrimSpace(speed), " ")
-	gt, err := strconv.ParseFloat(f, 64)
-	if err != nil || gt <= 0 || width <= 0 {
+	gt, ok := pci.ParseSpeed(speed)
+	if !ok || width <= 0 {
 		return 0
 	}
 	eff := 128.0 / 130 // 8, 16, 32 GT/s
