@@ -22,11 +22,6 @@ var notOwned = map[string]string{
 	// nccl mirrors for the topology XML it writes (as ncclxml mirrors
 	// strtol). Differs from ParseSpeed only on text sysfs never writes.
 	"nccl.xmlGTs": "NCCL's own speed comparison",
-	// The fixture builder is being moved out of the product; once moved
-	// it reads and writes addresses through pci and these go.
-	"fakesys.parseBDF":      "fixture builder, pending its move",
-	"fakesys.bdf.String":    "fixture builder, pending its move",
-	"fakesys.bdf.nvmlBusID": "fixture builder, pending its move",
 }
 
 // addressFormat is a PCI address's layout in a format string

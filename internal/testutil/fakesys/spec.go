@@ -972,38 +972,26 @@ func parseHex(s string) (uint32, error) {
 // bdf is a parsed PCI address.
 type bdf struct{ Domain, Bus, Dev, Fn int }
 
-func (a bdf) String() string {
-	return fmt.Sprintf("%04x:%02x:%02x.%x", a.Domain, a.Bus, a.Dev, a.Fn)
+// address is a as package pci has it: pci prints and parses every PCI
+// address (pci.TestPCIParsersOwned), the fixture builder's included.
+func (a bdf) address() pci.Address {
+	return pci.Address{Domain: uint32(a.Domain), Bus: uint8(a.Bus), Device: uint8(a.Dev), Function: uint8(a.Fn)}
 }
+
+func (a bdf) String() string { return a.address().String() }
 
 // nvmlBusID is NVML's form, "00000000:1B:00.0".
-func (a bdf) nvmlBusID() string {
-	return fmt.Sprintf("%08X:%02X:%02X.%X", a.Domain, a.Bus, a.Dev, a.Fn)
-}
+func (a bdf) nvmlBusID() string { return a.address().NVMLString() }
 
+// parseBDF reads a spec's PCI address, which must be written in sysfs's
+// canonical form (pci.ParseAddress also reads NVML's and short forms).
 func parseBDF(s string) (bdf, error) {
-	var a bdf
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 {
-		return a, fmt.Errorf("bdf %q: want dddd:bb:dd.f", s)
+	p, err := pci.ParseAddress(s)
+	if err != nil {
+		return bdf{}, fmt.Errorf("bdf %q: want dddd:bb:dd.f: %w", s, err)
 	}
-	devfn := strings.Split(parts[2], ".")
-	if len(devfn) != 2 {
-		return a, fmt.Errorf("bdf %q: want dddd:bb:dd.f", s)
-	}
-	fields := []struct {
-		s    string
-		max  uint64
-		dest *int
-	}{{parts[0], 0xffff, &a.Domain}, {parts[1], 0xff, &a.Bus}, {devfn[0], 0x1f, &a.Dev}, {devfn[1], 7, &a.Fn}}
-	for _, f := range fields {
-		v, err := strconv.ParseUint(f.s, 16, 32)
-		if err != nil || v > f.max || f.s == "" {
-			return a, fmt.Errorf("bdf %q: bad field %q", s, f.s)
-		}
-		*f.dest = int(v)
-	}
-	if a.String() != strings.ToLower(s) {
+	a := bdf{Domain: int(p.Domain), Bus: int(p.Bus), Dev: int(p.Device), Fn: int(p.Function)}
+	if a.Domain > 0xffff || a.String() != strings.ToLower(s) {
 		return a, fmt.Errorf("bdf %q: want the canonical form %s", s, a)
 	}
 	return a, nil
