@@ -214,30 +214,18 @@ func linkWidth(dir *rootfs.Dir, name string, errs *[]error) int {
 	return w
 }
 
-// xgmiView is the XGMI hive of a discovery: each AMD GPU's direct (one
-// hop) links, by bus id. Links of more hops (KFD routes the pair through
-// other GPUs of the hive) are no XGMI link for RCCL, which makes an <xgmi>
-// link of hops == 1 only.
+// xgmiView is the XGMI hive of a discovery: its AMD GPUs. Which pairs
+// share a direct (one-hop) link, the only XGMI link RCCL makes an <xgmi>
+// link of, is topology.XGMIDirect's to say.
 type xgmiView struct {
-	gpus   []*topology.GPU     // the AMD GPUs, in discovery order
-	direct map[string][]string // bus id -> peers it lists a direct link to
+	gpus []*topology.GPU // the AMD GPUs, in discovery order
 }
 
 func newXGMIView(n *topology.Node) *xgmiView {
-	v := &xgmiView{direct: map[string][]string{}}
+	v := &xgmiView{}
 	for i := range n.GPUs {
-		g := &n.GPUs[i]
-		if !g.IsAMD() {
-			continue
-		}
-		v.gpus = append(v.gpus, g)
-		if g.AMD == nil {
-			continue
-		}
-		for _, l := range g.AMD.XGMILinks {
-			if l.Hops == 1 {
-				v.direct[g.BusID] = append(v.direct[g.BusID], strings.ToLower(l.Peer))
-			}
+		if g := &n.GPUs[i]; g.IsAMD() {
+			v.gpus = append(v.gpus, g)
 		}
 	}
 	return v
@@ -246,7 +234,7 @@ func newXGMIView(n *topology.Node) *xgmiView {
 // linked reports whether a lists a direct XGMI link to b and b one to a:
 // what RCCL turns into an <xgmi> link (topology.GPUPath.XGMI).
 func (v *xgmiView) linked(a, b *topology.GPU) bool {
-	return slices.Contains(v.direct[a.BusID], b.BusID) && slices.Contains(v.direct[b.BusID], a.BusID)
+	return topology.XGMIDirect(*a, *b, true)
 }
 
 // peers are the GPUs g's link series are about: on a full-mesh board
@@ -264,8 +252,7 @@ func (v *xgmiView) peers(g *topology.GPU) (out []*topology.GPU, mesh bool) {
 			continue
 		}
 		sameHive := p.AMD != nil && a.HiveID != "" && p.AMD.HiveID == a.HiveID
-		direct := slices.Contains(v.direct[g.BusID], p.BusID) || slices.Contains(v.direct[p.BusID], g.BusID)
-		if (mesh && sameHive) || direct {
+		if (mesh && sameHive) || topology.XGMIDirect(*g, *p, false) {
 			out = append(out, p)
 		}
 	}

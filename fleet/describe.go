@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -24,7 +23,7 @@ func Describe(n *topology.Node, pl *placement.Placement, name string) Node {
 		Model:    cmp.Or(n.Platform.InstanceType, instanceType(pl), n.Platform.ProductName),
 		GPUModel: gpuModel(n),
 		Cloud:    string(n.Platform.Cloud),
-		Clique:   health.NVLinkClique(*n),
+		Clique:   topology.NVLinkClique(*n),
 		Layout:   Digest(layout),
 		Firmware: Digest(firmware),
 		Facts:    sortFacts(append(layout, firmware...)),

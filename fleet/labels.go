@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/k8slabel"
+	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
 // Scheme is a set of Kubernetes node label keys the fleet's placement is
@@ -115,7 +117,7 @@ func Labels(n Node, s Scheme) ([]Label, []string) {
 			return
 		}
 		v, ok := LabelValue(value)
-		if !ok && len(value) <= labelValueMax {
+		if !ok && len(value) <= k8slabel.MaxValue {
 			// Topograph hashes only values over 63 characters (long
 			// OCIDs are normal); a short value that is still invalid is
 			// hostile or broken, so it is worth a word.
@@ -137,11 +139,11 @@ func Labels(n Node, s Scheme) ([]Label, []string) {
 	default:
 		var tierKeys []string
 		hostKey := keyOwnHost
-		switch n.Cloud {
-		case "gcp":
+		switch topology.Cloud(n.Cloud) {
+		case topology.CloudGCP:
 			tierKeys = []string{keyGCPSubblock, keyGCPBlock}
 			hostKey = keyGCPHost
-		case "oci":
+		case topology.CloudOCI:
 			tierKeys = []string{keyOCILocalBlock, keyOCINetworkBlock, keyOCIHPCIsland}
 			hostKey = keyOCIHost
 		}
@@ -175,10 +177,10 @@ func ownedKeys(n Node, s Scheme) []string {
 	}
 	var tierKeys []string
 	hostKey := keyOwnHost
-	switch n.Cloud {
-	case "gcp":
+	switch topology.Cloud(n.Cloud) {
+	case topology.CloudGCP:
 		tierKeys, hostKey = []string{keyGCPSubblock, keyGCPBlock}, keyGCPHost
-	case "oci":
+	case topology.CloudOCI:
 		tierKeys, hostKey = []string{keyOCILocalBlock, keyOCINetworkBlock, keyOCIHPCIsland}, keyOCIHost
 	}
 	for i := range maxLabelTiers {
@@ -348,30 +350,16 @@ func clipValue(v string) string {
 	return v
 }
 
-// labelValueMax is the Kubernetes label value limit.
-const labelValueMax = 63
-
-// labelValueRE is a valid non-empty Kubernetes label value (labelValueFmt,
-// k8s.io/apimachinery pkg/api/validate/content/kube.go).
-var labelValueRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-
 // LabelValue returns v as a Kubernetes label value and whether v was one
-// already. A value that is not (over 63 characters, or with characters
-// or ends Kubernetes refuses) becomes "x" and the lowercase hex of its
-// FNV-64a hash, the form NVIDIA topograph gives values over 63
-// characters (pkg/engines/k8s/labeler.go checkLabel;
-// docs/reference/node-labels.md, "Label value behavior"), so a long
-// switch name gets the value topograph would give it. Topograph passes a
-// short invalid value through, for the API server to refuse; LabelValue
-// hashes it too.
-func LabelValue(v string) (string, bool) {
-	if len(v) <= labelValueMax && labelValueRE.MatchString(v) {
-		return v, true
-	}
-	h := fnv.New64a()
-	h.Write([]byte(v))
-	return fmt.Sprintf("x%x", h.Sum64()), false
-}
+// already: k8slabel.Value with its hash. A value that is not (over 63
+// characters, or with characters or ends Kubernetes refuses) becomes "x"
+// and the lowercase hex of its FNV-64a hash, the form NVIDIA topograph
+// gives values over 63 characters (pkg/engines/k8s/labeler.go
+// checkLabel; docs/reference/node-labels.md, "Label value behavior"), so
+// a long switch name gets the value topograph would give it. Topograph
+// passes a short invalid value through, for the API server to refuse;
+// LabelValue hashes it too.
+func LabelValue(v string) (string, bool) { return k8slabel.Value(v, true) }
 
 // nodeNameRE is a DNS-1123 subdomain, the form of a Kubernetes node name
 // (dns1123SubdomainFmt, k8s.io/apimachinery pkg/util/validation).

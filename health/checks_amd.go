@@ -153,27 +153,6 @@ func renderNode(g topology.GPU) string {
 
 func fullMesh(g topology.GPU) bool { return g.AMD.FullMeshXGMI() }
 
-// xgmiHops is what a GPU's KFD links say of one peer: the hops of its
-// XGMI link to it, 0 where it lists none.
-func xgmiHops(g topology.GPU, peer string) int {
-	for _, l := range g.AMD.XGMILinks {
-		if strings.EqualFold(l.Peer, peer) {
-			return l.Hops
-		}
-	}
-	return 0
-}
-
-func directPeers(g topology.GPU) int {
-	n := 0
-	for _, l := range g.AMD.XGMILinks {
-		if l.Hops == 1 {
-			n++
-		}
-	}
-	return n
-}
-
 func hopsWord(h int) string {
 	if h == 0 {
 		return "no XGMI link"
@@ -183,7 +162,7 @@ func hopsWord(h int) string {
 
 // checkXGMI: every AMD GPU of an XGMI hive reaches the others over
 // direct (one-hop) XGMI links, which are the only ones RCCL puts in its
-// topology (an <xgmi> link needs hops == 1). On full-mesh boards
+// topology (topology.XGMIDirect decides what is one). On full-mesh boards
 // (topology.AMDGPU.FullMeshXGMI) each pair of the hive's selected GPUs must have one,
 // seen from both sides, and a GPU of the node's kind outside the hive its
 // peers share has lost XGMI altogether. Elsewhere each selected GPU must
@@ -244,8 +223,8 @@ func checkXGMI(_ context.Context, in *Input) Result {
 			n := len(bad)
 			for i, a := range sel {
 				for _, b := range sel[i+1:] {
-					ha, hb := xgmiHops(a, b.BusID), xgmiHops(b, a.BusID)
-					if ha != 1 || hb != 1 {
+					if !topology.XGMIDirect(a, b, true) {
+						ha, hb := a.AMD.XGMIHops(b.BusID), b.AMD.XGMIHops(a.BusID)
 						bad = append(bad, fmt.Sprintf("%s ↔ %s: no direct XGMI link (GPU %d sees %s, GPU %d sees %s)",
 							gpuName(a), gpuName(b), a.Index, hopsWord(ha), b.Index, hopsWord(hb)))
 					}
@@ -258,7 +237,7 @@ func checkXGMI(_ context.Context, in *Input) Result {
 		}
 		want := 0
 		for _, g := range h.members {
-			want = max(want, directPeers(g))
+			want = max(want, g.AMD.DirectXGMIPeers())
 			if g.AMD.XGMILinkedPeers != nil {
 				want = max(want, *g.AMD.XGMILinkedPeers)
 			}
@@ -267,7 +246,7 @@ func checkXGMI(_ context.Context, in *Input) Result {
 		checked += len(sel)
 		n := len(bad)
 		for _, g := range sel {
-			if d := directPeers(g); d < want {
+			if d := g.AMD.DirectXGMIPeers(); d < want {
 				bad = append(bad, fmt.Sprintf("%s has direct XGMI links to %d of the %d GPUs it should reach in hive %s", gpuName(g), d, want, h.id))
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
@@ -72,7 +71,7 @@ func NPDMessage(r Report) string {
 // NFDFeatures is a Node Feature Discovery local feature file:
 // gpuaffinity.io/healthy, /fabric (the compute NICs' fabric, "none"
 // without one), /aligned (topo.aligned passed) and, on a node in a
-// multi-node NVLink domain, /nvlink.clique (NVLinkClique). A non-zero
+// multi-node NVLink domain, /nvlink.clique (topology.NVLinkClique). A non-zero
 // expires heads it with NFD's "# +expiry-time=" directive (RFC 3339,
 // UTC): NFD drops the labels after it, so a writer that stops (a dead or
 // removed agent) does not leave gpuaffinity.io/healthy=true behind.
@@ -114,7 +113,7 @@ func (o NFDOptions) Features(r Report, n topology.Node, expires time.Time) strin
 	}
 	fmt.Fprintf(&b, "# written by gpuaffinity check at %s\ngpuaffinity.io/healthy=%t\ngpuaffinity.io/fabric=%s\ngpuaffinity.io/aligned=%t\n",
 		r.Time.Format("2006-01-02T15:04:05Z"), r.Healthy, fabric, aligned)
-	if c := NVLinkClique(n); c != "" {
+	if c := topology.NVLinkClique(n); c != "" {
 		b.WriteString("gpuaffinity.io/nvlink.clique=" + c + "\n")
 		if o.GFDClique {
 			b.WriteString("nvidia.com/gpu.clique=" + c + "\n")
@@ -122,38 +121,3 @@ func (o NFDOptions) Features(r Report, n topology.Node, expires time.Time) strin
 	}
 	return b.String()
 }
-
-// NVLinkClique is the node's NVLink clique as GPU Feature Discovery labels
-// it (nvidia.com/gpu.clique, NVIDIA/k8s-device-plugin internal/lm/imex.go):
-// "<clusterUuid>.<cliqueId>" of the GPUs attached to a multi-node NVLink
-// fabric, those whose registration completed with success and a non-zero
-// cluster UUID (go-nvlib's IsFabricAttached, topology.GPUFabric.Ready).
-// Like GFD it is "" when no GPU is attached or the attached GPUs disagree
-// on the cluster UUID or clique (a split: no one clique to name), and,
-// since it becomes a label value, when it is not one (more than 63
-// characters, or characters a label value cannot hold, which a
-// hand-written --topo-file could give). GPUs not attached (a failed
-// registration) do not count, as GFD leaves them out: the health gate's
-// fabric checks speak for them.
-func NVLinkClique(n topology.Node) string {
-	clique := ""
-	for _, g := range n.GPUs {
-		if !g.Fabric.Ready() {
-			continue
-		}
-		c := g.Fabric.Clique()
-		if clique != "" && c != clique {
-			return ""
-		}
-		clique = c
-	}
-	if !labelValue.MatchString(clique) {
-		return ""
-	}
-	return clique
-}
-
-// labelValue is a Kubernetes label value that is not empty
-// (k8s.io/apimachinery validation.IsValidLabelValue): at most 63
-// characters, alphanumerics at both ends, '-', '_' and '.' between.
-var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)

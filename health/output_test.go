@@ -1,7 +1,6 @@
 package health
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -25,71 +24,6 @@ func nvl72Node() topology.Node {
 		}})
 	}
 	return n
-}
-
-// The clique label follows GPU Feature Discovery's rule (internal/lm/imex.go
-// with go-nvlib's IsFabricAttached): the one <clusterUuid>.<cliqueId> of
-// the GPUs whose registration completed with success and a non-zero
-// cluster UUID, none where they disagree.
-func TestNVLinkClique(t *testing.T) {
-	const want = "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766"
-	for _, c := range []struct {
-		name string
-		edit func(n *topology.Node)
-		want string
-	}{
-		{name: "every GPU attached", want: want},
-		// GFD leaves a GPU that is not attached out; the others still name
-		// the clique (the fabric checks fail the node for the one).
-		{name: "one registration failed", want: want, edit: func(n *topology.Node) {
-			n.GPUs[2].Fabric.Status = ptr(999) // NVML_ERROR_UNKNOWN
-		}},
-		{name: "one still registering", want: want, edit: func(n *topology.Node) {
-			n.GPUs[1].Fabric = &topology.GPUFabric{State: topology.FabricInProgress}
-		}},
-		{name: "one outside the fabric", want: want, edit: func(n *topology.Node) { n.GPUs[3].Fabric = nil }},
-		// Two cliques on one tray: no one value to give, as GFD warns
-		// "Clique IDs are non-unique" and sets none.
-		{name: "split cliques", edit: func(n *topology.Node) { n.GPUs[3].Fabric.CliqueID = 1 }},
-		{name: "two cluster UUIDs", edit: func(n *topology.Node) {
-			n.GPUs[0].Fabric.ClusterUUID = "00000000-0000-0000-0000-000000000001"
-		}},
-		// A DGX H100 or B200: NVSwitch fabric, all-zero cluster UUID.
-		{name: "single-node NVSwitch", edit: func(n *topology.Node) {
-			for i := range n.GPUs {
-				n.GPUs[i].Fabric.ClusterUUID, n.GPUs[i].Fabric.CliqueID = "", 0
-			}
-		}},
-		{name: "no GPU attached", edit: func(n *topology.Node) {
-			for i := range n.GPUs {
-				n.GPUs[i].Fabric.State = topology.FabricNotStarted
-			}
-		}},
-		{name: "no GPU", edit: func(n *topology.Node) { n.GPUs = nil }},
-		// A hand-written --topo-file is no NVML answer: a value that is no
-		// label value (here one that would add a line to the file) is
-		// left out.
-		{name: "not a label value", edit: func(n *topology.Node) {
-			for i := range n.GPUs {
-				n.GPUs[i].Fabric.ClusterUUID = "x\ngpuaffinity.io/healthy=true"
-			}
-		}},
-		{name: "longer than 63 characters", edit: func(n *topology.Node) {
-			for i := range n.GPUs {
-				n.GPUs[i].Fabric.ClusterUUID = strings.Repeat("a", 60)
-			}
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			n := nvl72Node()
-			if c.edit != nil {
-				c.edit(&n)
-			}
-			if got := NVLinkClique(n); got != c.want {
-				t.Errorf("NVLinkClique = %q, want %q", got, c.want)
-			}
-		})
-	}
 }
 
 // The feature file: gpuaffinity.io's labels, the clique in our namespace
@@ -130,8 +64,8 @@ func TestNVLinkCliqueFixtures(t *testing.T) {
 		"dgx-h100":                  "",
 	} {
 		t.Run(machine, func(t *testing.T) {
-			if got := NVLinkClique(discoverRoot(t, fakesystest.Root(t, machine))); got != want {
-				t.Errorf("NVLinkClique = %q, want %q", got, want)
+			if got := topology.NVLinkClique(discoverRoot(t, fakesystest.Root(t, machine))); got != want {
+				t.Errorf("topology.NVLinkClique = %q, want %q", got, want)
 			}
 		})
 	}

@@ -22,17 +22,19 @@ import (
 	"path"
 	"strings"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/cloudname"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
-// Cloud names.
+// Cloud names, as Classify returns them: internal/cloudname's, which
+// topology.Cloud's constants are too.
 const (
-	AWS       = "aws"
-	Azure     = "azure"
-	GCP       = "gcp"
-	OCI       = "oci"
-	BareMetal = "baremetal"
-	Unknown   = "unknown"
+	AWS       = cloudname.AWS
+	Azure     = cloudname.Azure
+	GCP       = cloudname.GCP
+	OCI       = cloudname.OCI
+	BareMetal = cloudname.BareMetal
+	Unknown   = cloudname.Unknown
 )
 
 // AzureAssetTag is the chassis asset tag of every Azure VM.

@@ -1,6 +1,9 @@
 package topology
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // GPU vendors, as GPU.Vendor holds them (the PCI vendor id).
 const (
@@ -170,24 +173,70 @@ type XGMILink struct {
 	MaxBandwidth int `json:"max_bandwidth_mbs"`
 }
 
-// xgmiBetween counts the direct (one-hop) XGMI links joining two GPUs:
-// what RCCL's topology turns into an <xgmi> link (hops == 1 only) and
-// rocm-smi --showtopotype prints as XGMI. Both sides must list it: RCCL
-// on each GPU reads only that GPU's links, so a link one side lost is not
-// one traffic uses.
-func xgmiBetween(a, b GPU) int {
-	if a.AMD == nil || b.AMD == nil {
+// Direct reports whether the link is a direct (one-hop) one: the only
+// XGMI link RCCL's topology keeps (an <xgmi> link needs hops == 1) and
+// rocm-smi --showtopotype prints as XGMI. A link of more hops is the hive
+// routing the pair through other GPUs.
+func (l XGMILink) Direct() bool { return l.Hops == 1 }
+
+// XGMIHops is the hop count of the GPU's XGMI link to the GPU at bus id
+// peer (any case); 0 where it lists none (or a is nil).
+func (a *AMDGPU) XGMIHops(peer string) int {
+	if a == nil {
 		return 0
 	}
-	direct := func(x GPU, peer string) bool {
-		for _, l := range x.AMD.XGMILinks {
-			if l.Hops == 1 && strings.EqualFold(l.Peer, peer) {
-				return true
-			}
+	for _, l := range a.XGMILinks {
+		if strings.EqualFold(l.Peer, peer) {
+			return l.Hops
 		}
-		return false
 	}
-	if direct(a, b.BusID) && direct(b, a.BusID) {
+	return 0
+}
+
+// directTo reports whether a lists a direct XGMI link to the GPU at bus
+// id peer (any case); a nil a lists none.
+func (a *AMDGPU) directTo(peer string) bool {
+	return a != nil && slices.ContainsFunc(a.XGMILinks, func(l XGMILink) bool { return l.Direct() && strings.EqualFold(l.Peer, peer) })
+}
+
+// DirectXGMIPeers counts the GPUs a lists a direct XGMI link to: what
+// its side says, whatever the peers list.
+func (a *AMDGPU) DirectXGMIPeers() int {
+	if a == nil {
+		return 0
+	}
+	n := 0
+	for _, l := range a.XGMILinks {
+		if l.Direct() {
+			n++
+		}
+	}
+	return n
+}
+
+// XGMIDirect reports whether GPUs a and b share a direct (one-hop) XGMI
+// link: the one rule for it, which GPUPath.XGMI, the health gate's XGMI
+// check and the exporter's XGMI series all use.
+//
+// both says whose word counts. With both, each GPU must list the link:
+// RCCL on each GPU reads only that GPU's links, so a link one side lost
+// is not one traffic uses (GPUPath.XGMI, the health check, the
+// exporter's gpu_xgmi_link_up). Without, either side listing it is
+// enough: the exporter uses that to choose the peers it writes a
+// gpu_xgmi_link_up series for, so that a link only one side lists shows
+// as a 0 rather than no series.
+func XGMIDirect(a, b GPU, both bool) bool {
+	ab, ba := a.AMD.directTo(b.BusID), b.AMD.directTo(a.BusID)
+	if both {
+		return ab && ba
+	}
+	return ab || ba
+}
+
+// xgmiBetween is GPUPath.XGMI: 1 where a and b share a direct XGMI
+// link both list (XGMIDirect), else 0.
+func xgmiBetween(a, b GPU) int {
+	if XGMIDirect(a, b, true) {
 		return 1
 	}
 	return 0

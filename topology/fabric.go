@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/k8slabel"
 )
 
 // GPUFabric is NVML's GPU fabric info (GetGpuFabricInfo_v4, else v1):
@@ -53,6 +55,35 @@ func (f *GPUFabric) Clique() string {
 		return ""
 	}
 	return fmt.Sprintf("%s.%d", f.ClusterUUID, f.CliqueID)
+}
+
+// NVLinkClique is the node's NVLink clique as GPU Feature Discovery labels
+// it (nvidia.com/gpu.clique, NVIDIA/k8s-device-plugin internal/lm/imex.go):
+// "<clusterUuid>.<cliqueId>" of the GPUs attached to a multi-node NVLink
+// fabric, those whose registration completed with success and a non-zero
+// cluster UUID (go-nvlib's IsFabricAttached, GPUFabric.Ready).
+// Like GFD it is "" when no GPU is attached or the attached GPUs disagree
+// on the cluster UUID or clique (a split: no one clique to name), and,
+// since it becomes a label value (the NFD feature file, the fleet's
+// labels), when it is not one (k8slabel.Value without a hash: more than
+// 63 characters, or characters a label value cannot hold, which a
+// hand-written --topo-file could give). GPUs not attached (a failed
+// registration) do not count, as GFD leaves them out: the health gate's
+// fabric checks speak for them.
+func NVLinkClique(n Node) string {
+	clique := ""
+	for _, g := range n.GPUs {
+		if !g.Fabric.Ready() {
+			continue
+		}
+		c := g.Fabric.Clique()
+		if clique != "" && c != clique {
+			return ""
+		}
+		clique = c
+	}
+	v, _ := k8slabel.Value(clique, false)
+	return v
 }
 
 // Ready says whether the GPU can take part in multi-node NVLink as NCCL

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/cloudname"
 )
 
 // Schema names the JSON contract of Node.
@@ -70,16 +71,17 @@ type Node struct {
 	Warnings []string `json:"warnings"`
 }
 
-// Cloud names the platform a node runs on.
+// Cloud names the platform a node runs on: one of internal/cloudname's
+// names, which platform.Classify returns and discover converts.
 type Cloud string
 
 const (
-	CloudAWS       Cloud = "aws"
-	CloudAzure     Cloud = "azure"
-	CloudGCP       Cloud = "gcp"
-	CloudOCI       Cloud = "oci"
-	CloudBareMetal Cloud = "baremetal" // DMI readable, no cloud vendor
-	CloudUnknown   Cloud = "unknown"   // no DMI to read
+	CloudAWS       Cloud = cloudname.AWS
+	CloudAzure     Cloud = cloudname.Azure
+	CloudGCP       Cloud = cloudname.GCP
+	CloudOCI       Cloud = cloudname.OCI
+	CloudBareMetal Cloud = cloudname.BareMetal // DMI readable, no cloud vendor
+	CloudUnknown   Cloud = cloudname.Unknown   // no DMI to read
 )
 
 // Platform comes from DMI (/sys/class/dmi/id).
