@@ -141,8 +141,12 @@ func tableRows(lines []string) [][]string {
 
 var backticked = regexp.MustCompile("`([^`]+)`")
 
-// expand turns "internal/{rootfs,sysattr}" into its packages.
+// expand turns "internal/{rootfs,sysattr}" into its packages; a note
+// in parentheses after a name ("pci (link speeds only)") is dropped.
 func expand(item string) []string {
+	if i := strings.Index(item, " ("); i >= 0 {
+		item = item[:i]
+	}
 	open, close := strings.Index(item, "{"), strings.Index(item, "}")
 	if open < 0 || close < open {
 		return []string{item}
