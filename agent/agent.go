@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/exporter"
 	"github.com/gpuaffinity/gpuaffinity/health"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/systemd"
@@ -152,9 +153,7 @@ type Agent struct {
 // of an interrupted write are removed) and binds the listeners. Run
 // serves; Close releases what New took when Run is never called.
 func New(opts Options) (*Agent, error) {
-	if opts.Root == "" {
-		opts.Root = "/"
-	}
+	opts.Root = rootfs.Clean(opts.Root)
 	if opts.Profile == "" {
 		opts.Profile = health.Pretrain
 	}

@@ -6,7 +6,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
@@ -41,7 +41,7 @@ func newNVMLHold(root string, injected gonvml.Interface, log *slog.Logger) *nvml
 	switch {
 	case injected != nil:
 		h.fixed, h.source = injected, nvml.SourceReplay
-	case discover.IsLive(root):
+	case rootfs.IsLive(root):
 		h.fixed, h.source = gonvml.New(), nvml.SourceLive
 	}
 	h.cur = h.fixed

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
+	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/render"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -62,12 +63,12 @@ func stateFiles(dir string, n topology.Node) (map[string][]byte, []string, error
 	return files, warnings, nil
 }
 
-// writeState writes n's state files into dir as one generation: every
-// file is first written in full to a temporary file beside it (and
-// fsynced); only when all are written are they renamed into place, the
-// topology last. A failed write (disk full) changes none of them, so a
-// reader never finds a new env beside an old topology.json. It returns
-// the topology JSON it wrote.
+// writeState writes n's state files into dir as one generation
+// (atomicfile.WriteFiles): every file is first written in full to a
+// temporary file beside it (and fsynced); only when all are written are
+// they renamed into place, the topology last. A failed write (disk full)
+// changes none of them, so a reader never finds a new env beside an old
+// topology.json. It returns the topology JSON it wrote.
 func writeState(dir string, n topology.Node) ([]byte, []string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -78,71 +79,18 @@ func writeState(dir string, n topology.Node) ([]byte, []string, error) {
 		return nil, warnings, err
 	}
 	order := []string{cache.NCCLTopoFile, cache.EnvFile, cache.LegacyLaunchFile, cache.LaunchFile, cache.TopologyFile}
-	temps := map[string]string{}
-	defer func() {
-		for _, tmp := range temps {
-			os.Remove(tmp)
-		}
-	}()
+	gen := make([]atomicfile.File, 0, len(order))
 	for _, name := range order {
-		if files[name] == nil {
-			continue
-		}
-		tmp, err := writeTemp(abs, name, files[name])
-		if err != nil {
-			return nil, warnings, err
-		}
-		temps[name] = tmp
+		gen = append(gen, atomicfile.File{Name: name, Data: files[name], Perm: 0o644, Remove: files[name] == nil})
 	}
-	var errs []error
-	for _, name := range order {
-		path := filepath.Join(abs, name)
-		if files[name] == nil {
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if err := os.Rename(temps[name], path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		delete(temps, name)
+	if err := atomicfile.WriteFiles(abs, gen); err != nil {
+		return files[cache.TopologyFile], warnings, err
 	}
-	if d, err := os.Open(abs); err == nil {
-		errs = append(errs, d.Sync()) // the renames themselves
-		d.Close()
-	}
-	return files[cache.TopologyFile], warnings, errors.Join(errs...)
-}
-
-// writeTemp writes data to a new temporary file ".<name>.tmp-*" in dir
-// (O_EXCL, mode 0644), fsynced, and returns its path; removeStaleTemps
-// knows the pattern.
-func writeTemp(dir, name string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("state file %s: %w", name, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("state file %s: write %s: %w", name, f.Name(), err)
-	}
-	return f.Name(), nil
+	return files[cache.TopologyFile], warnings, nil
 }
 
 // removeStaleTemps removes the temporary files an interrupted
-// atomicfile.Write of path left behind (".<name>.tmp-<random>" beside
+// atomicfile.Write or WriteFiles of path left behind (".<name>.tmp-<random>" beside
 // it: a kill -9 between create and rename). Only one writer may use a
 // state directory, so at start every such file is stale.
 func removeStaleTemps(path string) error {

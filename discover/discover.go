@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -47,15 +46,9 @@ type Options struct {
 	TopoFile string
 }
 
-// IsLive reports whether root is the running host's own root.
-func IsLive(root string) bool { return filepath.Clean(root) == "/" }
-
 // Discover reads the node under opts.Root.
 func Discover(opts Options) (topology.Node, error) {
-	dir := opts.Root
-	if dir == "" {
-		dir = "/"
-	}
+	dir := rootfs.Clean(opts.Root)
 	n := topology.Node{Schema: topology.Schema}
 	// Every file under the root is read through one reader, which stays
 	// inside it (links out are refused) and never blocks.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/gpuaffinity/gpuaffinity/health"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/rdma"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -152,10 +153,7 @@ func New(opts Options) (*Exporter, error) {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
-	root := opts.Root
-	if root == "" {
-		root = "/"
-	}
+	root := rootfs.Clean(opts.Root)
 	e.gpus = &gpuLabelCache{host: hostname(opts.Hostname, root)}
 	if e.gpus.host == "" {
 		e.log.Warn("no host name for the GPU series' Hostname label (no option, $NODE_NAME or readable proc/sys/kernel/hostname under the root): it takes the discovery's, empty where that has none, and on(Hostname, gpu) joins with dcgm-exporter then fail",

@@ -9,6 +9,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/pci"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -204,7 +205,7 @@ func hostname(option, root string) string {
 			return h
 		}
 	}
-	if filepath.Clean(root) == "/" {
+	if rootfs.IsLive(root) {
 		if h, err := os.Hostname(); err == nil {
 			return h
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -408,6 +409,30 @@ func labelSets(nodes []Node, s Scheme) ([]nodeLabelSet, []string, error) {
 		sets = append(sets, nodeLabelSet{name: n.Name, labels: ls, remove: Removals(n, s, ls)})
 	}
 	return sets, warns, nil
+}
+
+// LabelFormats are the forms WriteLabels writes: "kubectl"
+// (WriteKubectl) and "json" (WriteJSON).
+var LabelFormats = []string{"kubectl", "json"}
+
+// CheckLabelFormat refuses a format WriteLabels does not write.
+func CheckLabelFormat(format string) error {
+	if !slices.Contains(LabelFormats, format) {
+		return fmt.Errorf("%q: want kubectl or json", format)
+	}
+	return nil
+}
+
+// WriteLabels writes the nodes' labels in format (LabelFormats), as
+// WriteKubectl or WriteJSON do, and returns the warnings.
+func WriteLabels(w io.Writer, nodes []Node, s Scheme, format string) ([]string, error) {
+	if err := CheckLabelFormat(format); err != nil {
+		return nil, err
+	}
+	if format == "json" {
+		return WriteJSON(w, nodes, s)
+	}
+	return WriteKubectl(w, nodes, s)
 }
 
 // WriteKubectl writes one `kubectl label node NAME --overwrite K=V ...`

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -367,6 +368,32 @@ func (r Report) OK() bool {
 		}
 	}
 	return true
+}
+
+// ReportFormats are the forms Write writes: "text" (WriteText) and
+// "json" (the Report, indented).
+var ReportFormats = []string{"text", "json"}
+
+// CheckReportFormat refuses a format Write does not write.
+func CheckReportFormat(format string) error {
+	if !slices.Contains(ReportFormats, format) {
+		return fmt.Errorf("%q: want text or json", format)
+	}
+	return nil
+}
+
+// Write writes the report in format (ReportFormats): the text of
+// WriteText, or the Report as indented JSON.
+func (r Report) Write(w io.Writer, format string) error {
+	if err := CheckReportFormat(format); err != nil {
+		return err
+	}
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return r.WriteText(w)
 }
 
 // WriteText writes the report as plain text, one finding a line, each

@@ -20,6 +20,12 @@ type NodeAction struct {
 	Args []string
 	// Why says what was decided, for logs: "drain: ...", "leave: ...".
 	Why string
+	// Foreign is set when the node is left alone because it carries
+	// someone else's drain reason (or a drained State whose Reason could
+	// not be read): it stays drained whatever the verdict, and the
+	// caller tells the operator so. Callers decide on it, never on Why's
+	// text.
+	Foreign bool
 }
 
 // PlanNodeAction decides the drain or resume of Slurm node name from the
@@ -44,14 +50,14 @@ func PlanNodeAction(name string, healthy bool, summary, show string, drain, resu
 	case !healthy && !drain, healthy && !resume:
 		return NodeAction{Why: "leave: not asked"}
 	case !healthy && has && !ours:
-		return NodeAction{Why: "leave: unhealthy, but drained by someone else (Reason=" + r + ")"}
+		return NodeAction{Why: "leave: unhealthy, but drained by someone else (Reason=" + r + ")", Foreign: true}
 	case !healthy:
 		reason := clip.Bytes(ReasonPrefix+" "+summary, maxReason)
 		return NodeAction{Args: []string{"update", "nodename=" + name, "state=drain", "reason=" + reason}, Why: "drain: " + summary}
 	case ours:
 		return NodeAction{Args: []string{"update", "nodename=" + name, "state=resume"}, Why: "resume: healthy, drained by gpuaffinity (Reason=" + r + ")"}
 	case has:
-		return NodeAction{Why: "leave: healthy, but drained by someone else (Reason=" + r + ")"}
+		return NodeAction{Why: "leave: healthy, but drained by someone else (Reason=" + r + ")", Foreign: true}
 	}
 	return NodeAction{Why: "leave: healthy and not drained"}
 }

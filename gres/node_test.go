@@ -51,6 +51,9 @@ func TestPlanNodeAction(t *testing.T) {
 		if !slices.Equal(act.Args, tc.want) || !strings.Contains(act.Why, tc.why) {
 			t.Errorf("%s: %q (%s), want %q (%s)", tc.name, act.Args, act.Why, tc.want, tc.why)
 		}
+		if act.Foreign != (tc.why == "someone else") {
+			t.Errorf("%s: Foreign = %v (%s)", tc.name, act.Foreign, act.Why)
+		}
 	}
 	long := strings.Repeat("é", 300)
 	act := PlanNodeAction("n", false, long, clean, true, false)

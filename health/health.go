@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -200,9 +201,7 @@ func Run(ctx context.Context, n topology.Node, opts Options) (Report, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	if opts.Root == "" {
-		opts.Root = "/"
-	}
+	opts.Root = rootfs.Clean(opts.Root)
 	if opts.Sleep == nil {
 		opts.Sleep = sleepCtx
 	}

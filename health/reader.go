@@ -39,13 +39,11 @@ type Reader interface {
 // The agent passes the exporter's own rdma.CounterReader, so check-time
 // and scrape-time counter reads share one reader.
 func NewReader(root, kmsg string, counters *rdma.CounterReader) Reader {
-	if root == "" {
-		root = "/"
-	}
+	root = rootfs.Clean(root)
 	if counters == nil {
 		counters = &rdma.CounterReader{Root: root}
 	}
-	if kmsg == "" && filepath.Clean(root) == "/" {
+	if kmsg == "" && rootfs.IsLive(root) {
 		kmsg = "/dev/kmsg"
 	}
 	return rootReader{counters, root, kmsg}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -23,7 +22,7 @@ const ReplayFileName = "nvml.json"
 
 // Open picks the NVML source for a --root (DESIGN.md, "The root"):
 //
-//   - root "/" (after filepath.Clean): go-nvml's nvml.New(), source "live".
+//   - the live root (rootfs.IsLive: "/", or ""): go-nvml's nvml.New(), source "live".
 //     nvml.New loads nothing: the library is looked for by Init, which
 //     answers ERROR_LIBRARY_NOT_FOUND on a node without the driver (Read
 //     turns that into a Result with Available false).
@@ -31,11 +30,11 @@ const ReplayFileName = "nvml.json"
 //   - another root without it: (nil, "none", nil). Read(nil) reports NVML
 //     as not found.
 //
-// A root is taken as filepath.Clean takes it: "" is ".", not "/". The error
-// is non-nil only when nvml.json exists but cannot be read or is invalid;
+// A root is taken as rootfs.Clean takes it, as every other reader of a
+// root does: "" is "/". The error is non-nil only when nvml.json exists but cannot be read or is invalid;
 // it names the file.
 func Open(root string) (lib nvml.Interface, source string, err error) {
-	r, err := rootfs.Open(filepath.Clean(root))
+	r, err := rootfs.Open(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, SourceNone, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/rdma"
 )
 
@@ -30,7 +31,7 @@ func (c *collector) addresses() error {
 	nl := c.opts.Netlink
 	source := "Options.Netlink"
 	if nl == nil {
-		if !isLive(c.opts.Root) {
+		if !rootfs.IsLive(c.opts.Root) {
 			return c.copyAddresses()
 		}
 		live, closeFn, err := rdma.NewNetlink()

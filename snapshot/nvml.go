@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	gpunvml "github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
@@ -14,7 +15,7 @@ func (c *collector) nvml() error {
 	lib := c.opts.NVML
 	source := "Options.NVML"
 	if lib == nil {
-		if isLive(c.opts.Root) {
+		if rootfs.IsLive(c.opts.Root) {
 			return nil
 		}
 		var err error

@@ -5,13 +5,13 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/rdma"
 )
 
@@ -133,16 +133,9 @@ func WriteTarGzFile(opts Options, path string) (Report, error) {
 	return rep, err
 }
 
-// isLive reports whether root names the live node's root.
-func isLive(root string) bool {
-	return root == "" || filepath.Clean(root) == "/"
-}
-
 // openSource opens the source root for reading.
 func openSource(root string) (*os.Root, error) {
-	if root == "" {
-		root = "/"
-	}
+	root = rootfs.Clean(root)
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot source root %s: %w", root, err)

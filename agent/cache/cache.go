@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
+	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/numa"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -102,7 +103,7 @@ func load(opts Options, path string, dirOwner uint32) (topology.Node, error) {
 	if !fi.Mode().IsRegular() {
 		return topology.Node{}, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrUntrusted, fi.Mode().Type())
 	}
-	if err := TrustedFile(path, fi, dirOwner); err != nil {
+	if err := atomicfile.CheckFile(path, fi, dirOwner); err != nil {
 		return topology.Node{}, err
 	}
 	boot, err := BootTime(opts.Root)
@@ -159,66 +160,21 @@ func Decode(path string, data []byte) (topology.Node, error) {
 
 // ErrUntrusted is wrapped when a state directory or file could have been
 // written by another user: launchers would then take that user's word
-// for the node's NICs and CPUs.
-var ErrUntrusted = errors.New("not trusted")
+// for the node's NICs and CPUs. It is atomicfile's, whose rule decides.
+var ErrUntrusted = atomicfile.ErrUntrusted
 
 // TrustedDir checks the state directory and returns the uid whose files
 // in it are trusted besides root's and this user's: the directory's
-// owner. A directory is trusted when it is writable by neither its group
-// nor others and is owned by root, by this user, or by a user root gave
-// it to: its parent is root's and writable by no one else (systemd's
-// RuntimeDirectory= of a DynamicUser= agent is /run/<name>, owned by the
-// agent's dynamic user). A directory another user could have made (in a
-// sticky /tmp, in their own home) is not.
+// owner. The rule is atomicfile.CheckDir's ForReaders (writable by its
+// owner alone; owned by root, this user, or a user root gave it to, as
+// systemd's RuntimeDirectory= of a DynamicUser= agent): the agent checks
+// its directory with it at start, and Load before it reads.
 func TrustedDir(dir string) (uint32, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return 0, err
 	}
-	if !fi.IsDir() {
-		return 0, fmt.Errorf("%s: %w: not a directory", dir, ErrUntrusted)
-	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return 0, fmt.Errorf("%s: %w: the directory is writable by its group or others (mode %04o)", dir, ErrUntrusted, perm)
-	}
-	owner, ok := ownerOf(fi)
-	if !ok || owner == 0 || owner == uint32(os.Geteuid()) {
-		return owner, nil
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return 0, err
-	}
-	parent := filepath.Dir(abs)
-	pfi, err := os.Stat(parent)
-	if err != nil {
-		return 0, err
-	}
-	if pOwner, _ := ownerOf(pfi); pOwner != 0 || pfi.Mode().Perm()&0o022 != 0 || pfi.Mode()&fs.ModeSticky != 0 {
-		return 0, fmt.Errorf("%s: %w: the directory is owned by uid %d, not by root or this user (uid %d), and its parent %s is not root's alone",
-			dir, ErrUntrusted, owner, os.Geteuid(), parent)
-	}
-	return owner, nil
-}
-
-// TrustedFile checks a state file: owned by root, this user or the
-// directory's owner, and writable by neither its group nor others.
-func TrustedFile(path string, fi fs.FileInfo, dirOwner uint32) error {
-	if owner, ok := ownerOf(fi); ok && owner != 0 && owner != uint32(os.Geteuid()) && owner != dirOwner {
-		return fmt.Errorf("%s: %w: the file is owned by uid %d, not by root, this user (uid %d) or the directory's owner (uid %d)",
-			path, ErrUntrusted, owner, os.Geteuid(), dirOwner)
-	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return fmt.Errorf("%s: %w: the file is writable by its group or others (mode %04o)", path, ErrUntrusted, perm)
-	}
-	return nil
-}
-
-func ownerOf(fi fs.FileInfo) (uint32, bool) {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Uid, true
-	}
-	return 0, false
+	return atomicfile.CheckDir(dir, fi, atomicfile.ForReaders)
 }
 
 // BootTime reads the boot time, btime of ROOT/proc/stat (seconds since

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
-	"github.com/gpuaffinity/gpuaffinity/discover"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -45,7 +45,7 @@ func (c *cacheFlags) load(cmd *cobra.Command, g *globals, nf *nodeFlags, launch 
 	explicit := cmd.Flags().Changed("state-dir") || os.Getenv("GPUAFFINITY_STATE_DIR") != ""
 	roles := nf.roles()
 	if c.stateDir != "" && nf.demo == "" && g.topoFile == "" && len(roles.ComputeNICs) == 0 &&
-		len(roles.ExcludeNICs) == 0 && len(roles.StorageNICs) == 0 && (explicit || discover.IsLive(g.root)) {
+		len(roles.ExcludeNICs) == 0 && len(roles.StorageNICs) == 0 && (explicit || rootfs.IsLive(g.root)) {
 		n, err := cache.Load(cache.Options{Dir: c.stateDir, Root: g.root, TrustWithoutBoot: explicit, Launch: launch})
 		if err == nil {
 			g.log.Debug("node from the agent's state directory", "dir", c.stateDir)

@@ -189,7 +189,7 @@ func slurmAct(ctx context.Context, stderr io.Writer, name string, rep health.Rep
 	}
 	act := gres.PlanNodeAction(name, rep.Healthy, rep.Summary(), show, drain, resume)
 	if act.Args == nil {
-		if strings.Contains(act.Why, "someone else") {
+		if act.Foreign {
 			fmt.Fprintf(stderr, "gpuaffinity: slurm: node %s left as it is: %s\n", name, strings.TrimPrefix(act.Why, "leave: "))
 		}
 		return nil

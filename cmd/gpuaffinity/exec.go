@@ -9,8 +9,8 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/binding"
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
-	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/bind"
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/launch"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -158,7 +158,7 @@ func planExec(cmd *cobra.Command, g *globals, nf *nodeFlags, f *execFlags, args 
 
 	// --root and --demo describe another machine's files: their CPUs and
 	// nodes are not this machine's to bind to.
-	live := discover.IsLive(g.root) && nf.demo == ""
+	live := rootfs.IsLive(g.root) && nf.demo == ""
 	if !live && !f.dryRun && !given {
 		what := "--root " + g.root
 		if nf.demo != "" {

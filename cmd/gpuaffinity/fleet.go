@@ -380,8 +380,8 @@ never because a node's series are missing.`,
 			if err != nil {
 				return fmt.Errorf("--scheme: %w", err)
 			}
-			if format != "kubectl" && format != "json" {
-				return fmt.Errorf("-o %q: want kubectl or json", format)
+			if err := fleet.CheckLabelFormat(format); err != nil {
+				return fmt.Errorf("-o %w", err)
 			}
 			fl, err := f.read(cmd, false)
 			if err != nil {
@@ -397,12 +397,7 @@ never because a node's series are missing.`,
 			if out == "" {
 				w = cmd.OutOrStdout()
 			}
-			var warnings []string
-			if format == "json" {
-				warnings, err = fleet.WriteJSON(w, fl.Nodes, s)
-			} else {
-				warnings, err = fleet.WriteKubectl(w, fl.Nodes, s)
-			}
+			warnings, err := fleet.WriteLabels(w, fl.Nodes, s, format)
 			warn(cmd, warnings)
 			if err != nil || out == "" {
 				return err
@@ -430,17 +425,13 @@ func applyLabels(cmd *cobra.Command, nodes []fleet.Node, s fleet.Scheme) error {
 	if err != nil {
 		return fmt.Errorf("labels --apply: %w", err)
 	}
-	warn(cmd, r.Failed)
-	if len(r.Absent) > 0 {
-		warn(cmd, []string{fmt.Sprintf("%d nodes of the fleet are not Kubernetes nodes: %s", len(r.Absent), strings.Join(r.Absent, ", "))})
-	}
+	warn(cmd, r.Problems())
 	for _, n := range r.Patched {
 		fmt.Fprintf(cmd.OutOrStdout(), "labelled node %s\n", n)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "labels --apply: %d nodes patched, %d unchanged, %d failed; %d Kubernetes nodes without agent series left as they are\n",
-		len(r.Patched), r.Unchanged, len(r.Failed), r.NoAgent)
-	if len(r.Failed) > 0 {
-		return fmt.Errorf("labels --apply: %d of %d nodes not labelled", len(r.Failed), len(r.Failed)+len(r.Patched))
+	fmt.Fprintf(cmd.OutOrStdout(), "labels --apply: %s\n", r.Summary())
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("labels --apply: %w", err)
 	}
 	return nil
 }
@@ -460,26 +451,16 @@ drift, missing member, group without a majority or refused target; 2 when the
 fleet could not be read (Prometheus unreachable, no agent series).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return fmt.Errorf("-o %q: want text or json", format)
+			if err := fleet.CheckReportFormat(format); err != nil {
+				return fmt.Errorf("-o %w", err)
 			}
 			fl, err := f.read(cmd, true)
 			if err != nil {
 				return exitError{code: fleetExitCannotRead, err: err}
 			}
-			rep := fleet.Consistency(fl.Nodes)
-			for _, r := range fl.Refused {
-				rep.Refused = append(rep.Refused, r.String())
-			}
+			rep := fl.Consistency()
 			var buf bytes.Buffer
-			if format == "json" {
-				enc := json.NewEncoder(&buf)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(rep)
-			} else {
-				err = rep.WriteText(&buf)
-			}
-			if err != nil {
+			if err := rep.Write(&buf, format); err != nil {
 				return err
 			}
 			if err := writeOut(cmd, out, buf.Bytes()); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 )
 
 // globals are the flags every command shares.
@@ -62,10 +64,7 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 			return nil
 		},
 	}
-	root := os.Getenv("GPUAFFINITY_ROOT")
-	if root == "" {
-		root = "/"
-	}
+	root := rootfs.Clean(os.Getenv("GPUAFFINITY_ROOT"))
 	cmd.PersistentFlags().StringVar(&g.root, "root", root,
 		"filesystem root to read sys/ and proc/ (and nvml.json) under; env GPUAFFINITY_ROOT")
 	// --log.level and --log.format as the Prometheus exporters spell them;

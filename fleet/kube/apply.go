@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,33 @@ type ApplyResult struct {
 	// Warnings are fleet.Reconcile's (labels another component owns
 	// that disagree) and the names Kubernetes cannot take.
 	Warnings []string
+}
+
+// Problems are what the operator is warned of after a run, in order: a
+// line per node that could not be patched (Failed), then one naming the
+// fleet's nodes that are not Kubernetes nodes (Absent).
+func (r ApplyResult) Problems() []string {
+	out := slices.Clone(r.Failed)
+	if len(r.Absent) > 0 {
+		out = append(out, fmt.Sprintf("%d nodes of the fleet are not Kubernetes nodes: %s", len(r.Absent), strings.Join(r.Absent, ", ")))
+	}
+	return out
+}
+
+// Summary is the run in one line: how many nodes were patched, left
+// unchanged and failed, and how many Kubernetes nodes had no agent.
+func (r ApplyResult) Summary() string {
+	return fmt.Sprintf("%d nodes patched, %d unchanged, %d failed; %d Kubernetes nodes without agent series left as they are",
+		len(r.Patched), r.Unchanged, len(r.Failed), r.NoAgent)
+}
+
+// Err is the run's failure: nil when every node it meant to patch was
+// patched.
+func (r ApplyResult) Err() error {
+	if len(r.Failed) > 0 {
+		return fmt.Errorf("%d of %d nodes not labelled", len(r.Failed), len(r.Failed)+len(r.Patched))
+	}
+	return nil
 }
 
 // maxConflictTries is how many times a node that changed while it was

@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -87,5 +92,52 @@ func TestApply(t *testing.T) {
 	}
 	if len(r.Patched) != 2 || r.NoAgent != 1 || len(r.Absent) != 1 || r.Absent[0] != "gone-1" || len(r.Failed) != 0 {
 		t.Errorf("result %+v", r)
+	}
+}
+
+// TestApplyResultText: the problems, the summary line and the error of
+// a run, as labels --apply prints them.
+func TestApplyResultText(t *testing.T) {
+	r := ApplyResult{Patched: []string{"a", "b"}, Unchanged: 3, Absent: []string{"x", "y"}, NoAgent: 4, Failed: []string{"node c: patch: 500"}}
+	if got, want := r.Problems(), []string{"node c: patch: 500", "2 nodes of the fleet are not Kubernetes nodes: x, y"}; !slices.Equal(got, want) {
+		t.Errorf("Problems = %q, want %q", got, want)
+	}
+	if got, want := r.Summary(), "2 nodes patched, 3 unchanged, 1 failed; 4 Kubernetes nodes without agent series left as they are"; got != want {
+		t.Errorf("Summary = %q, want %q", got, want)
+	}
+	if err := r.Err(); err == nil || err.Error() != "1 of 3 nodes not labelled" {
+		t.Errorf("Err = %v", err)
+	}
+	if p, err := (ApplyResult{Patched: []string{"a"}}).Problems(), (ApplyResult{}).Err(); len(p) != 0 || err != nil {
+		t.Errorf("a clean run: %q, %v", p, err)
+	}
+}
+
+// TestApplyTextOwned fails when code outside this package words a run's
+// result itself (cmd once counted the failures and named the absent
+// nodes).
+func TestApplyTextOwned(t *testing.T) {
+	tell := regexp.MustCompile(`not Kubernetes nodes|nodes not labelled|len\(\w+\.Failed\)`)
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != "../.." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || filepath.ToSlash(p) == "../../fleet/kube") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if m := tell.Find(b); m != nil {
+			t.Errorf("%s words a label run's result itself (%q): use ApplyResult's Problems, Summary, Err", p, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -129,6 +129,17 @@ type Fleet struct {
 	Warnings []string
 }
 
+// Consistency is the fleet's consistency report (fleet.Consistency of
+// its nodes) with the refused targets listed in it: a refusal fails the
+// report as a drift does.
+func (f Fleet) Consistency() fleet.Report {
+	rep := fleet.Consistency(f.Nodes)
+	for _, r := range f.Refused {
+		rep.Refused = append(rep.Refused, r.String())
+	}
+	return rep
+}
+
 // Refusal is a target left out, and why.
 type Refusal struct {
 	// Target is "<job>/<instance>".

@@ -56,13 +56,28 @@ type Root struct {
 // os.Root. Tests set it to exercise that walk.
 var noOpenat2 atomic.Bool
 
-// Open returns a reader of the tree under dir.
-func Open(dir string) (*Root, error) {
+// Clean is a root directory as every command and package takes it: ""
+// (no --root, an Options.Root left zero) is the live host's "/", any
+// other is filepath.Clean's. It is the one place that says what ""
+// means: callers that keep a root as a string default it here, not by
+// hand.
+func Clean(dir string) string {
 	if dir == "" {
-		dir = "/"
+		return "/"
 	}
-	r := &Root{dir: filepath.Clean(dir), fd: -1}
-	if r.dir == "/" {
+	return filepath.Clean(dir)
+}
+
+// IsLive reports whether dir names the running host's own root ("/",
+// or "", the default: Clean): only then are live NVML, netlink,
+// /dev/kmsg and the host's name read instead of the root's files. It
+// is Open(dir).Live() without opening anything.
+func IsLive(dir string) bool { return Clean(dir) == "/" }
+
+// Open returns a reader of the tree under dir (Clean: "" is "/").
+func Open(dir string) (*Root, error) {
+	r := &Root{dir: Clean(dir), fd: -1}
+	if IsLive(r.dir) {
 		r.live = true
 		return r, nil
 	}
