@@ -67,6 +67,27 @@ func TestNVLinkCliqueOwned(t *testing.T) {
 	})
 }
 
+// TestSocketInterfaceOwned fails when the node's socket interface is
+// chosen outside SocketInterface: nccl once read the default route itself
+// and fell back further than the front-end role (on a RoCE LAG node with
+// no route table it named a bond slave with no address). Outside this
+// package the route's interface may only be set (discover) or read from
+// the root (rdma.DefaultRouteInterface), never read off a Node.
+func TestSocketInterfaceOwned(t *testing.T) {
+	read := regexp.MustCompile(`\.DefaultRouteInterface\b(\s*[^\s=(]|\s*==)`)
+	if read.FindString("if n.DefaultRouteInterface != \"\" {") == "" || read.FindString("return n.DefaultRouteInterface\n}") == "" {
+		t.Fatal("the tell-tale misses a read")
+	}
+	if read.FindString("n.DefaultRouteInterface = s.route") != "" || read.FindString("rdma.DefaultRouteInterface(root)") != "" {
+		t.Fatal("the tell-tale takes a write or the reader for a read")
+	}
+	productFiles(t, func(p, text string) {
+		if m := read.FindString(text); m != "" {
+			t.Errorf("%s reads the default route's interface itself (%q): use topology.SocketInterface", p, m)
+		}
+	})
+}
+
 // XGMIDirect's both: each side must list the link, or either.
 func TestXGMIDirect(t *testing.T) {
 	gpu := func(bus string, links ...XGMILink) GPU {
