@@ -160,7 +160,7 @@ func (p *Plan) fromMap(n topology.Node, req Request, cpusGiven, memsGiven bool) 
 	needMap := !cpusGiven
 	if p.Rank == nil {
 		if needMap {
-			return fmt.Errorf("%w: no local rank (--local-rank, %s): give one, or --cpus", ErrRequest, strings.Join(nccl.LocalRankVars, ", "))
+			return fmt.Errorf("%w: no local rank (--local-rank, %s): give one, or --cpus", ErrRequest, strings.Join(LocalRankVars, ", "))
 		}
 		return nil // bind as given, no environment
 	}

@@ -504,49 +504,6 @@ func TestEnvRankMapping(t *testing.T) {
 	}
 }
 
-func TestLocalRankFromEnv(t *testing.T) {
-	env := func(kv ...string) func(string) string {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) string { return m[k] }
-	}
-	for _, tc := range []struct {
-		env    func(string) string
-		rank   *int
-		source string
-		errs   []string
-	}{
-		{env(), nil, "", nil},
-		{env("LOCAL_RANK", "3"), envIntp(3), "LOCAL_RANK", nil},
-		{env("SLURM_LOCALID", "0", "OMPI_COMM_WORLD_LOCAL_RANK", "0"), envIntp(0), "SLURM_LOCALID", nil},
-		{env("PMI_LOCAL_RANK", "5"), envIntp(5), "PMI_LOCAL_RANK", nil},
-		{env("MPI_LOCALRANKID", "2", "PMI_LOCAL_RANK", ""), envIntp(2), "MPI_LOCALRANKID", nil},
-		{env("LOCAL_RANK", "1", "SLURM_LOCALID", "2"), nil, "", []string{"LOCAL_RANK=1", `SLURM_LOCALID="2"`, "disagree"}},
-		{env("LOCAL_RANK", "x"), nil, "", []string{`LOCAL_RANK="x"`}},
-		{env("LOCAL_RANK", "-1"), nil, "", []string{`LOCAL_RANK="-1"`}},
-		{env("LOCAL_RANK", "1", "PMI_LOCAL_RANK", "one"), nil, "", []string{`PMI_LOCAL_RANK="one"`}},
-	} {
-		rank, source, err := LocalRankFromEnv(tc.env)
-		if tc.errs != nil {
-			if err == nil || !errors.Is(err, ErrLocalRank) {
-				t.Errorf("want error %v, got %v", tc.errs, err)
-				continue
-			}
-			for _, w := range tc.errs {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-			continue
-		}
-		if err != nil || source != tc.source || (rank == nil) != (tc.rank == nil) || (rank != nil && *rank != *tc.rank) {
-			t.Errorf("got %v %q %v, want %v %q", rank, source, err, tc.rank, tc.source)
-		}
-	}
-}
-
 // TestEnvPlatform: the platforms' own settings are defaults the caller's
 // environment and --platform-settings=false override; gIB's need its
 // plugin, and its tuner follows the GPU.

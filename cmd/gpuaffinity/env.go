@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/agent/cache"
 	"github.com/gpuaffinity/gpuaffinity/internal/atomicfile"
+	"github.com/gpuaffinity/gpuaffinity/launch"
 	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -138,13 +139,13 @@ once) go to stderr.`,
 				if cmd.Flags().Changed("local-rank") {
 					req.Rank = &localRank
 				} else {
-					rank, source, err := nccl.LocalRankFromEnv(os.Getenv)
+					rank, source, err := launch.LocalRankFromEnv(os.Getenv)
 					if err != nil {
 						return err
 					}
 					req.Rank = rank
 					if rank == nil {
-						warnings = append(warnings, "no local rank (--local-rank, "+strings.Join(nccl.LocalRankVars, ", ")+"): node-level variables only")
+						warnings = append(warnings, "no local rank (--local-rank, "+strings.Join(launch.LocalRankVars, ", ")+"): node-level variables only")
 					} else {
 						g.log.Debug("local rank", "source", source, "rank", *rank)
 					}
@@ -238,6 +239,6 @@ func writeTopoFile(dir string, n topology.Node) (string, error) {
 }
 
 // localRankHelp is --local-rank's help for env and exec: the variables
-// are nccl.LocalRankVars, the one list (TestLocalRankVarsOnce holds the
+// are launch.LocalRankVars, the one list (TestLocalRankVarsOnce holds the
 // commands' prose to it).
-var localRankHelp = "local rank (default: from " + strings.Join(nccl.LocalRankVars, ", ") + ")"
+var localRankHelp = "local rank (default: from " + strings.Join(launch.LocalRankVars, ", ") + ")"

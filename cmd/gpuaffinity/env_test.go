@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
-	"github.com/gpuaffinity/gpuaffinity/nccl"
+	"github.com/gpuaffinity/gpuaffinity/launch"
 )
 
 // envCleanEnv clears the launcher variables the test process may have
@@ -18,7 +18,7 @@ import (
 // and sets kv; t.Setenv restores them afterwards.
 func envCleanEnv(t *testing.T, kv ...string) {
 	t.Helper()
-	for _, name := range append(slices.Clone(nccl.LocalRankVars), "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", "GPUAFFINITY_STATE_DIR") {
+	for _, name := range append(slices.Clone(launch.LocalRankVars), "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", "GPUAFFINITY_STATE_DIR") {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}

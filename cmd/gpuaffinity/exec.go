@@ -12,7 +12,6 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/bind"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
 	"github.com/gpuaffinity/gpuaffinity/launch"
-	"github.com/gpuaffinity/gpuaffinity/nccl"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -173,7 +172,7 @@ func planExec(cmd *cobra.Command, g *globals, nf *nodeFlags, f *execFlags, args 
 		}
 		r := f.localRank
 		req.Rank, req.RankSource = &r, "--local-rank"
-	} else if req.Rank, req.RankSource, err = nccl.LocalRankFromEnv(os.Getenv); err != nil {
+	} else if req.Rank, req.RankSource, err = launch.LocalRankFromEnv(os.Getenv); err != nil {
 		return nil, err
 	}
 

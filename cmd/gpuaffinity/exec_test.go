@@ -21,7 +21,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/internal/bind"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
-	"github.com/gpuaffinity/gpuaffinity/nccl"
+	"github.com/gpuaffinity/gpuaffinity/launch"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
@@ -116,7 +116,7 @@ func execRun(t *testing.T, env []string, args ...string) execResult {
 }
 
 func execCleanEnv() []string {
-	drop := append(slices.Clone(nccl.LocalRankVars), "CUDA_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", "GPUAFFINITY_STATE_DIR", execHelperVar)
+	drop := append(slices.Clone(launch.LocalRankVars), "CUDA_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", "GPUAFFINITY_STATE_DIR", execHelperVar)
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")

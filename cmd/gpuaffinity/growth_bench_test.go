@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
-	"github.com/gpuaffinity/gpuaffinity/nccl"
+	"github.com/gpuaffinity/gpuaffinity/launch"
 )
 
 // BenchmarkEnvGrowth measures `env --local-rank 0 --root ROOT --state-dir
@@ -22,7 +22,7 @@ import (
 // physical functions + SR-IOV VFs). docs/bench.md, "Cost growth", has
 // the figures.
 func BenchmarkEnvGrowth(b *testing.B) {
-	for _, name := range append(slices.Clone(nccl.LocalRankVars), "CUDA_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", "GPUAFFINITY_STATE_DIR") {
+	for _, name := range append(slices.Clone(launch.LocalRankVars), "CUDA_VISIBLE_DEVICES", "GPUAFFINITY_ROOT", "GPUAFFINITY_STATE_DIR") {
 		b.Setenv(name, "")
 		os.Unsetenv(name)
 	}

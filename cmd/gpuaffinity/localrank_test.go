@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaffinity/gpuaffinity/nccl"
+	"github.com/gpuaffinity/gpuaffinity/launch"
 )
 
 // TestLocalRankVarsOnce holds every command's words about where the local
-// rank comes from to nccl.LocalRankVars, the one list launch and env read:
+// rank comes from to launch.LocalRankVars, the one list launch and env read:
 // a help text, flag or prose that names another list (a sixth variable in
 // one place only) fails here.
 func TestLocalRankVarsOnce(t *testing.T) {
@@ -28,8 +28,8 @@ func TestLocalRankVarsOnce(t *testing.T) {
 			if len(got) <= 1 {
 				continue
 			}
-			if strings.Join(got, ",") != strings.Join(nccl.LocalRankVars, ",") {
-				t.Errorf("%s names the local-rank variables %v, nccl.LocalRankVars is %v", name, got, nccl.LocalRankVars)
+			if strings.Join(got, ",") != strings.Join(launch.LocalRankVars, ",") {
+				t.Errorf("%s names the local-rank variables %v, launch.LocalRankVars is %v", name, got, launch.LocalRankVars)
 			}
 		}
 	}
