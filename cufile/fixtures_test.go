@@ -40,7 +40,7 @@ func TestMachines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			file := filepath.Join("..", "internal", "fakesys", "testdata", "machines-expect", want.Storage.CuFile)
+			file := filepath.Join("..", "internal", "testutil", "fakesys", "testdata", "machines-expect", want.Storage.CuFile)
 			wantBytes, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)

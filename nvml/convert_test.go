@@ -10,7 +10,7 @@ import (
 )
 
 // probePath is the real capture of go-nvml's answers on an H200 VM.
-var probePath = filepath.Join("..", "internal", "fakesys", "testdata", "h200-vm", "nvml-probe.json")
+var probePath = filepath.Join("..", "internal", "testutil", "fakesys", "testdata", "h200-vm", "nvml-probe.json")
 
 // h200VMWant is written from the capture's host report and nvidia-smi: one
 // H200 passed through to a 16-vCPU VM, driver 580.159.04, CUDA 13.0, no
