@@ -3,12 +3,10 @@ package fleet
 import (
 	"bytes"
 	"encoding/json"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // TestReportWrite: Write is WriteText for "text" and the indented Report
@@ -62,26 +60,10 @@ var outputTells = regexp.MustCompile(`fleet\.(?:WriteJSON|WriteKubectl|Consisten
 // the report or the label list itself instead of calling Report.Write,
 // WriteLabels and prom.Fleet.Consistency.
 func TestOutputOwned(t *testing.T) {
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || p == filepath.Join("..", "fleet")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	srcfiles.Product(t, "..", func(p, text string) {
+		b := []byte(text)
 		if m := outputTells.Find(b); m != nil {
 			t.Errorf("%s decides the fleet's output itself (%q): use Report.Write, WriteLabels, prom.Fleet.Consistency", p, m)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "fleet")
 }

@@ -1,12 +1,10 @@
 package gres
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // whyDecision is a caller deciding on NodeAction.Why's prose (check once
@@ -16,26 +14,10 @@ var whyDecision = regexp.MustCompile(`strings\.(?:Contains|HasPrefix|HasSuffix|I
 // TestNodeActionTyped fails when code outside gres decides on the text
 // of a NodeAction's Why instead of its typed fields (Args, Foreign).
 func TestNodeActionTyped(t *testing.T) {
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || p == filepath.Join("..", "gres")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	srcfiles.Product(t, "..", func(p, text string) {
+		b := []byte(text)
 		if m := whyDecision.Find(b); m != nil {
 			t.Errorf("%s decides on NodeAction.Why's text (%q): use its typed fields", p, m)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "gres")
 }

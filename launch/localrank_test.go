@@ -2,11 +2,10 @@ package launch
 
 import (
 	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 func TestLocalRankFromEnv(t *testing.T) {
@@ -59,28 +58,11 @@ func envIntp(v int) *int { return &v }
 // it, and the list itself sat in nccl. A list is told by the variable
 // only launchers that set a local rank (and no GPU runtime) use.
 func TestLocalRankVarsOwned(t *testing.T) {
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || filepath.ToSlash(p) == "../launch/localrank.go" {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	srcfiles.Product(t, "..", func(p, text string) {
 		for _, tell := range []string{`"SLURM_LOCALID"`, `"OMPI_COMM_WORLD_LOCAL_RANK"`, `"MPI_LOCALRANKID"`} {
-			if strings.Contains(string(b), tell) {
+			if strings.Contains(text, tell) {
 				t.Errorf("%s names %s: read the local rank with launch.LocalRankFromEnv, name the list with launch.LocalRankVars", p, tell)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "launch/localrank.go")
 }

@@ -1,11 +1,10 @@
 package nvml
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // TestReturnNamesOwned fails when NVML's return names are spelt out a
@@ -17,26 +16,9 @@ func TestReturnNamesOwned(t *testing.T) {
 	if ReturnName(8) != "ERROR_INSUFFICIENT_POWER" || ReturnName(0) != "SUCCESS" || ReturnName(4242) != "RETURN_4242" {
 		t.Fatalf("ReturnName: %q %q %q", ReturnName(8), ReturnName(0), ReturnName(4242))
 	}
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "nvml" || strings.HasPrefix(d.Name(), ".")) && p != ".." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if strings.Contains(string(b), marker) {
+	srcfiles.Product(t, "..", func(p, text string) {
+		if strings.Contains(text, marker) {
 			t.Errorf("%s spells out NVML's return names: use nvml.ReturnName", p)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "nvml")
 }

@@ -4,13 +4,12 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // notOwned are the functions outside pci that may keep their own PCI
@@ -50,31 +49,12 @@ func TestPCIParsersOwned(t *testing.T) {
 			t.Errorf("the tell-tales miss a %s parser:\n%s", f.name, f.src)
 		}
 	}
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || p == filepath.Join("..", "pci")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	srcfiles.Product(t, "..", func(p, text string) {
+		b := []byte(text)
 		for _, fn := range tellTales(t, p, b) {
 			t.Errorf("%s: %s parses or prints a PCI address or link speed itself: use pci.ParseAddress, Canonical, Address.String, NVMLString, ParseSpeed or Gen", p, fn)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "pci")
 }
 
 // tellTales returns the functions of one file that look like a PCI

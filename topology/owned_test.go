@@ -1,39 +1,18 @@
 package topology
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // productFiles calls f with the path and text of every non-test Go file
-// of the repository outside this package (and outside testdata and
-// hidden directories).
+// of the repository outside this package.
 func productFiles(t *testing.T, f func(path, text string)) {
 	t.Helper()
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || p == filepath.Join("..", "topology")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		f(p, string(b))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srcfiles.Product(t, "..", f, "topology")
 }
 
 // TestXGMIOneOwner fails when a second rule for "two AMD GPUs share a

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // Apply lists once, patches only the nodes that need it, and where a
@@ -118,26 +116,10 @@ func TestApplyResultText(t *testing.T) {
 // nodes).
 func TestApplyTextOwned(t *testing.T) {
 	tell := regexp.MustCompile(`not Kubernetes nodes|nodes not labelled|len\(\w+\.Failed\)`)
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != "../.." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || filepath.ToSlash(p) == "../../fleet/kube") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	srcfiles.Product(t, "../..", func(p, text string) {
+		b := []byte(text)
 		if m := tell.Find(b); m != nil {
 			t.Errorf("%s words a label run's result itself (%q): use ApplyResult's Problems, Summary, Err", p, m)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "fleet/kube")
 }

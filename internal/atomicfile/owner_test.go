@@ -1,12 +1,10 @@
 package atomicfile
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // trustTells are the shapes a second directory-trust rule or a second
@@ -36,31 +34,11 @@ var trustExempt = map[string]string{
 // again which directory it may trust or write into, or writes a file
 // with its own temporary file and rename.
 func TestTrustOwned(t *testing.T) {
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel := strings.TrimPrefix(filepath.ToSlash(p), "../../")
-		if d.IsDir() && p != "../.." {
-			switch name := d.Name(); {
-			case name == "testdata" || strings.HasPrefix(name, "."):
-				return filepath.SkipDir
-			case name == "ociimage":
-				// Release tooling: it builds the image's file tree
-				// (its modes, /tmp's sticky bit) and writes the
-				// tarball on the build host, not on a node.
-				return filepath.SkipDir
-			case rel == "internal/atomicfile":
-				return filepath.SkipDir
-			}
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	// deploy/internal/ociimage is release tooling: it builds the image's
+	// file tree (its modes, /tmp's sticky bit) and writes the tarball on
+	// the build host, not on a node.
+	srcfiles.Product(t, "../..", func(rel, text string) {
+		b := []byte(text)
 	tells:
 		for _, tell := range trustTells {
 			for _, re := range tell.re {
@@ -73,9 +51,5 @@ func TestTrustOwned(t *testing.T) {
 			}
 			t.Errorf("%s has %s of its own: use atomicfile (CheckDir, CheckFile, Write, WriteFiles)", rel, tell.what)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "internal/atomicfile", "deploy/internal/ociimage")
 }

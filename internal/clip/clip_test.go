@@ -1,12 +1,11 @@
 package clip
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 func TestBytes(t *testing.T) {
@@ -43,28 +42,11 @@ func TestBytes(t *testing.T) {
 // the product code (gres and health once had one each, and they
 // disagreed on invalid UTF-8).
 func TestOneOwner(t *testing.T) {
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != "../.." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.HasSuffix(filepath.ToSlash(p), "internal/clip/clip.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	srcfiles.Product(t, "../..", func(p, text string) {
 		for _, sig := range []string{"func truncate(s string, n int) string", "func Truncate(s string, n int) string"} {
-			if strings.Contains(string(b), sig) {
+			if strings.Contains(text, sig) {
 				t.Errorf("%s has its own %q: use clip.Bytes", p, sig)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "internal/clip/clip.go")
 }

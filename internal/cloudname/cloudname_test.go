@@ -1,12 +1,10 @@
 package cloudname
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // TestOneDeclaration fails when a cloud name is spelt out again in the
@@ -15,26 +13,9 @@ import (
 // platform's and topology's constants are this package's.
 func TestOneDeclaration(t *testing.T) {
 	tell := regexp.MustCompile(`(\bcase\s+|[=!]=\s*|[^=!<>:]=\s*)"(aws|azure|gcp|oci|baremetal)"|(Unknown|Cloud)\s*(Cloud\s*)?=\s*"unknown"`)
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != "../.." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.HasSuffix(filepath.ToSlash(p), "internal/cloudname/cloudname.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if m := tell.FindString(string(b)); m != "" {
+	srcfiles.Product(t, "../..", func(p, text string) {
+		if m := tell.FindString(text); m != "" {
 			t.Errorf("%s spells out a cloud name (%q): use platform's or topology's constants, which are internal/cloudname's", p, m)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "internal/cloudname/cloudname.go")
 }

@@ -1,11 +1,10 @@
 package k8slabel
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // Value's hash: an invalid value becomes topograph's hash form with it,
@@ -40,28 +39,11 @@ func TestValue(t *testing.T) {
 // label value's middle and topograph's hash form.
 func TestOneOwner(t *testing.T) {
 	tells := []string{"[-A-Za-z0-9_.]", `Sprintf("x%x"`}
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != "../.." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.HasSuffix(filepath.ToSlash(p), "internal/k8slabel/k8slabel.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	srcfiles.Product(t, "../..", func(p, text string) {
 		for _, tell := range tells {
-			if strings.Contains(string(b), tell) {
+			if strings.Contains(text, tell) {
 				t.Errorf("%s has its own label value rule (%q): use k8slabel.Value", p, tell)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "internal/k8slabel/k8slabel.go")
 }

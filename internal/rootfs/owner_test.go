@@ -1,12 +1,10 @@
 package rootfs
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/srcfiles"
 )
 
 // liveTells are the shapes a second "is this the live root" rule takes:
@@ -23,40 +21,17 @@ var liveTells = []*regexp.Regexp{
 // again what the live root is or what "" means: it calls IsLive, Clean
 // or Root.Live instead.
 func TestLiveOwned(t *testing.T) {
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != "../.." {
-			switch name := d.Name(); {
-			case name == "testdata" || strings.HasPrefix(name, "."):
-				return filepath.SkipDir
-			case name == "ociimage":
-				// Release tooling: its root is the image's build tree,
-				// where "" and "/" mean the build host's files, not a
-				// node being read.
-				return filepath.SkipDir
-			case filepath.ToSlash(p) == "../../internal/rootfs":
-				return filepath.SkipDir
-			}
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	// deploy/internal/ociimage is release tooling: its root is the
+	// image's build tree, where "" and "/" mean the build host's files,
+	// not a node being read.
+	srcfiles.Product(t, "../..", func(p, text string) {
+		b := []byte(text)
 		for _, re := range liveTells {
 			if m := re.Find(b); m != nil {
 				t.Errorf("%s decides the live root itself (%q): use rootfs.IsLive or rootfs.Clean", p, m)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "internal/rootfs", "deploy/internal/ociimage")
 }
 
 // TestClean: "" is the live root, as Open takes it.
