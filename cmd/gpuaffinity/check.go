@@ -30,7 +30,7 @@ func newCheckCmd(g *globals) *cobra.Command {
 	var (
 		output, profile, expectFile, gpus, nfdFile, slurmNode, kmsg string
 		learn, multiNode, drain, resume, nfdGFDClique               bool
-		interval, timeout                                           time.Duration
+		interval, timeout, nfdExpiry                                time.Duration
 		only                                                        []string
 	)
 	cmd := &cobra.Command{
@@ -53,6 +53,9 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 			case "text", "json", "nhc", "npd":
 			default:
 				return unknown(fmt.Errorf("-o %q: want text, json, nhc or npd", output))
+			}
+			if nfdExpiry <= 0 {
+				return unknown(fmt.Errorf("--nfd-expiry %s: want more than 0 (labels that never expire outlive a check that stopped running)", nfdExpiry))
 			}
 			prof, err := health.ParseProfile(profile)
 			if err != nil {
@@ -97,7 +100,8 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 				return unknown(err)
 			}
 			if nfdFile != "" {
-				if err := atomicfile.Write(nfdFile, []byte(health.NFDOptions{GFDClique: nfdGFDClique}.Features(rep, n, time.Time{})), 0o644); err != nil {
+				nfd := health.NFDOptions{GFDClique: nfdGFDClique}.Features(rep, n, time.Now().Add(nfdExpiry))
+				if err := atomicfile.Write(nfdFile, []byte(nfd), 0o644); err != nil {
 					return unknown(err)
 				}
 			}
@@ -135,9 +139,19 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 	f.BoolVar(&resume, "slurm-resume", false, "when healthy, resume this node if its drain reason starts with gpuaffinity:")
 	f.StringVar(&slurmNode, "slurm-node", "", "Slurm node name (default: the short hostname)")
 	f.StringVar(&nfdFile, "nfd-file", "", "write a Node Feature Discovery local feature file here (atomically)")
+	f.DurationVar(&nfdExpiry, "nfd-expiry", defaultNFDExpiry, "NFD drops --nfd-file's labels this long after the check wrote them (# +expiry-time=); set it to two or three times the period of the timer or cron that runs check")
 	f.BoolVar(&nfdGFDClique, "nfd-gfd-clique", false, "also write GPU Feature Discovery's nvidia.com/gpu.clique label in --nfd-file (off: GFD owns it where it runs)")
 	return cmd
 }
+
+// defaultNFDExpiry is --nfd-expiry's default: the agent's own TTL
+// (three of its 10-minute refreshes), which suits a timer or cron that
+// runs check every 10 minutes or more often. A check that stops running
+// (the cron died, the node was taken out of it) leaves no label behind
+// for longer than this: NFD drops the file's features at its
+// "# +expiry-time=" and the node loses gpuaffinity.io/healthy rather
+// than keeping the last verdict forever.
+const defaultNFDExpiry = 30 * time.Minute
 
 // loadExpect reads an expectations file (--expect) for health.ParseExpect.
 func loadExpect(path string) (*health.Expect, error) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,22 @@ func runCheck(t *testing.T, args ...string) (string, int) {
 // runCheckStderr is runCheck with stderr.
 func runCheckStderr(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	out, stderr, err := runCheckErr(t, args...)
+	code := 0
+	if err != nil {
+		code = 1
+		var ee exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+	}
+	return out, stderr, code
+}
+
+// runCheckErr runs check and returns its stdout, its stderr and the error
+// main would print.
+func runCheckErr(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
 	root := newRootCmd()
 	if c, _, err := root.Find([]string{"check"}); err != nil || c.Name() != "check" {
 		g := &globals{root: "/", log: slog.New(slog.DiscardHandler)}
@@ -42,15 +59,7 @@ func runCheckStderr(t *testing.T, args ...string) (string, string, int) {
 	root.SetErr(&errb)
 	root.SetArgs(append([]string{"check"}, args...))
 	err := root.Execute()
-	code := 0
-	if err != nil {
-		code = 1
-		var ee exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-	}
-	return out.String(), errb.String(), code
+	return out.String(), errb.String(), err
 }
 
 func checkRoot(t *testing.T, machine string) string {
@@ -95,6 +104,49 @@ func TestCheckHealthyAndFormats(t *testing.T) {
 	for _, want := range []string{"gpuaffinity.io/healthy=true\n", "gpuaffinity.io/fabric=infiniband\n", "gpuaffinity.io/aligned=true\n"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("nfd file lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+// check --nfd-file heads the file with NFD's expiry directive, --nfd-expiry
+// (default 30 minutes) after the check, so the labels of a cron that
+// stopped go; a zero or negative --nfd-expiry is refused before anything
+// is written.
+func TestCheckNFDExpiry(t *testing.T) {
+	root := checkRoot(t, "dgx-h100")
+	for _, c := range []struct {
+		args []string
+		ttl  time.Duration
+	}{
+		{nil, 30 * time.Minute},
+		{[]string{"--nfd-expiry", "2h"}, 2 * time.Hour},
+	} {
+		nfd := filepath.Join(t.TempDir(), "gpuaffinity")
+		before := time.Now().Truncate(time.Second) // the directive has whole seconds
+		if _, code := runCheck(t, append([]string{"--root", root, "--interval", "0", "--only", "gpu.count", "--nfd-file", nfd}, c.args...)...); code != 0 {
+			t.Fatalf("%q: exit %d", c.args, code)
+		}
+		after := time.Now()
+		b, err := os.ReadFile(nfd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		v, ok := strings.CutPrefix(first, "# +expiry-time=")
+		exp, err := time.Parse(time.RFC3339, v)
+		if !ok || err != nil || !strings.HasSuffix(v, "Z") || exp.Before(before.Add(c.ttl)) || exp.After(after.Add(c.ttl)) {
+			t.Errorf("%q: first line %q: want # +expiry-time= %s after the check, in UTC (%v)", c.args, first, c.ttl, err)
+		}
+	}
+	for _, bad := range []string{"0", "-5m"} {
+		nfd := filepath.Join(t.TempDir(), "gpuaffinity")
+		_, _, err := runCheckErr(t, "--root", root, "--interval", "0", "--nfd-file", nfd, "--nfd-expiry", bad)
+		var ee exitError
+		if !errors.As(err, &ee) || ee.code != checkExitUnknown || !strings.Contains(err.Error(), "--nfd-expiry") {
+			t.Errorf("--nfd-expiry %s: %v; want exit 2 naming the flag", bad, err)
+		}
+		if _, err := os.Stat(nfd); !os.IsNotExist(err) {
+			t.Errorf("--nfd-expiry %s wrote %s (%v)", bad, nfd, err)
 		}
 	}
 }
