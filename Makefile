@@ -31,7 +31,7 @@ FUZZ := ./kfd:FuzzParseProperties ./kfd:FuzzParseRAS ./cpuset:FuzzParse ./cpuset
         ./rdma:FuzzParseRate ./rdma:FuzzParseState ./internal/sysattr:FuzzParseHex \
         ./ncclxml:FuzzParse ./gres:FuzzParseReason ./nvml:FuzzLoadReplay ./placement:FuzzParsePhysicalHost \
         ./agent:FuzzDecodeCache ./discover:FuzzApplyTopoFile ./internal/compact:FuzzDecode \
-        ./fleet/slurmconf:FuzzParse ./fleet/prom:FuzzDecode
+        ./fleet/slurmconf:FuzzParse ./fleet/prom:FuzzDecode ./cufile:FuzzMerge
 
 .PHONY: all build image package demo test deps lint vet fmt-check compile unit fuzz bench clean
 

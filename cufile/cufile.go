@@ -174,60 +174,128 @@ func Render(s Settings) ([]byte, error) {
 // set, the per-fs list or mount_table that would conflict with what it
 // writes is removed, and every other key keeps its place and its bytes.
 // A missing object on the way to an owned key is appended to its parent.
-// The notes say what was removed. The output is comment-free.
+// The output is comment-free.
+//
+// Duplicate keys: an owned key written twice is set once, in the first
+// one's place (its old values were gpuaffinity's to replace). An object
+// on the way to an owned key written twice in its parent (two
+// "properties", two fs.nfs) is refused with ErrDuplicateKey naming both
+// lines: readers disagree on which copy counts and cuFile does not say,
+// so writing into either could leave the other's stale values live, and
+// joining them would change which of the site's other settings count.
+// Other duplicates are left as written, with a note each.
+//
+// The notes say what was removed and which duplicates were left.
 func Merge(name string, src []byte, s Settings) (out []byte, notes []string, err error) {
 	root, err := parse(name, src)
 	if err != nil {
 		return nil, nil, err
 	}
-	props, err := root.object("", "properties")
+	m := merger{name: name}
+	if err := m.merge(root, s); err != nil {
+		return nil, nil, err
+	}
+	return write(root), append(m.notes, foreignDuplicates(name, root)...), nil
+}
+
+// merger writes Settings into a parsed file named name.
+type merger struct {
+	name  string
+	notes []string
+}
+
+func (m *merger) merge(root *value, s Settings) error {
+	props, err := m.object(root, "", "properties")
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
+		return err
 	}
 	props.set("use_pci_p2pdma", boolValue(s.P2PDMA))
 	props.set("rdma_dynamic_routing", boolValue(s.DynamicRouting))
-	block, err := root.object("", "block")
-	if err == nil {
-		var nvme *value
-		if nvme, err = block.object("block.", "nvme"); err == nil {
-			nvme.set("use_pci_p2pdma", boolValue(s.P2PDMA))
-		}
-	}
+	block, err := m.object(root, "", "block")
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
+		return err
 	}
-	if len(s.FS) > 0 {
-		fsObj, err := root.object("", "fs")
+	nvme, err := m.object(block, "block.", "nvme")
+	if err != nil {
+		return err
+	}
+	nvme.set("use_pci_p2pdma", boolValue(s.P2PDMA))
+	if len(s.FS) == 0 {
+		return nil
+	}
+	fsObj, err := m.object(root, "", "fs")
+	if err != nil {
+		return err
+	}
+	for _, f := range s.FS {
+		obj, err := m.object(fsObj, "fs.", f.FS)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
+			return err
 		}
-		for _, f := range s.FS {
-			obj, err := fsObj.object("fs.", f.FS)
+		if f.Mounts == nil {
+			if obj.del("mount_table") {
+				m.notes = append(m.notes, fmt.Sprintf("fs.%s.mount_table removed: fs.%s.rdma_dev_addr_list is set, and cuFile refuses both", f.FS, f.FS))
+			}
+			obj.set("rdma_dev_addr_list", stringsValue(f.Addrs))
+			continue
+		}
+		if obj.del("rdma_dev_addr_list") {
+			m.notes = append(m.notes, fmt.Sprintf("fs.%s.rdma_dev_addr_list removed: fs.%s.mount_table is set, and cuFile refuses both", f.FS, f.FS))
+		}
+		table, err := m.object(obj, "fs."+f.FS+".", "mount_table")
+		if err != nil {
+			return err
+		}
+		for _, mt := range f.Mounts {
+			entry, err := m.object(table, "fs."+f.FS+".mount_table.", mt.Target)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", name, err)
+				return err
 			}
-			if f.Mounts == nil {
-				if obj.del("mount_table") {
-					notes = append(notes, fmt.Sprintf("fs.%s.mount_table removed: fs.%s.rdma_dev_addr_list is set, and cuFile refuses both", f.FS, f.FS))
-				}
-				obj.set("rdma_dev_addr_list", stringsValue(f.Addrs))
-				continue
-			}
-			if obj.del("rdma_dev_addr_list") {
-				notes = append(notes, fmt.Sprintf("fs.%s.rdma_dev_addr_list removed: fs.%s.mount_table is set, and cuFile refuses both", f.FS, f.FS))
-			}
-			table, err := obj.object("fs."+f.FS+".", "mount_table")
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", name, err)
-			}
-			for _, m := range f.Mounts {
-				entry, err := table.object("fs."+f.FS+".mount_table.", m.Target)
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s: %w", name, err)
-				}
-				entry.set("rdma_dev_addr_list", stringsValue(m.Addrs))
-			}
+			entry.set("rdma_dev_addr_list", stringsValue(mt.Addrs))
 		}
 	}
-	return write(root), notes, nil
+	return nil
+}
+
+// object is the object at key in parent (path names parent), appended
+// when missing. A key written twice in parent is an ErrDuplicateKey
+// error, one whose value is not an object an error too; both name the
+// file and the line.
+func (m *merger) object(parent *value, path, key string) (*value, error) {
+	first, again := parent.find(key)
+	switch {
+	case again != nil:
+		return nil, fmt.Errorf("%s:%d:%d: %w %q (first at line %d): gpuaffinity writes under it, and cuFile does not document which copy it reads; join the two by hand",
+			m.name, again.line, again.col, ErrDuplicateKey, path+key, first.line)
+	case first == nil:
+		c := &value{kind: kindObject}
+		parent.set(key, c)
+		return c, nil
+	case first.val.kind != kindObject:
+		return nil, fmt.Errorf("%s:%d:%d: %s%s is not an object", m.name, first.line, first.col, path, key)
+	}
+	return first.val, nil
+}
+
+// maxDuplicateNotes bounds the notes for duplicates left as written: a
+// hostile file may hold thousands.
+const maxDuplicateNotes = 10
+
+// foreignDuplicates are the notes for the keys root still holds twice
+// after a merge: none is on the way to a key gpuaffinity owns (those are
+// set once or refused), so they are the site's, left as written.
+func foreignDuplicates(name string, root *value) []string {
+	var notes []string
+	n := 0
+	duplicates(root, "", func(path string, first, again member) {
+		n++
+		if n <= maxDuplicateNotes {
+			notes = append(notes, fmt.Sprintf("%s:%d:%d: %q written twice (first at line %d): left as written, gpuaffinity does not own it; cuFile does not document which copy it reads",
+				name, again.line, again.col, path, first.line))
+		}
+	})
+	if n > maxDuplicateNotes {
+		notes = append(notes, fmt.Sprintf("%s: %d more keys written twice, left as written", name, n-maxDuplicateNotes))
+	}
+	return notes
 }

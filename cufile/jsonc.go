@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -29,6 +30,15 @@ import (
 // ErrSyntax is wrapped by the error for a file that is not JSON (with
 // comments); the message gives the line and column.
 var ErrSyntax = errors.New("not JSON")
+
+// ErrDuplicateKey is wrapped by the error for a file that writes an
+// object gpuaffinity writes into twice in one parent (two "properties",
+// two "fs"); the message names the key and both lines. JSON readers
+// disagree on which copy counts (RapidJSON's FindMember takes the first,
+// nlohmann/json and jsoncpp keep the last, whole) and cuFile does not
+// document its rule, so a merge into either copy could leave the other
+// one's stale values live: it is refused (docs/cufile.md).
+var ErrDuplicateKey = errors.New("duplicate key")
 
 // maxDepth bounds object and array nesting: cufile.json nests four deep
 // (fs.lustre.mount_table["/mnt"].rdma_dev_addr_list).
@@ -56,9 +66,10 @@ type value struct {
 }
 
 type member struct {
-	rawKey []byte // the key's string token as written, quotes included
-	key    string // decoded
-	val    *value
+	rawKey    []byte // the key's string token as written, quotes included
+	key       string // decoded
+	val       *value
+	line, col int // where the key starts in the file, from 1; 0 for a key the merge added
 }
 
 // parse reads src, named name in errors, as one JSON object with
@@ -94,6 +105,24 @@ type parser struct {
 	name string
 	src  []byte
 	pos  int
+	// The line count up to scanned, for where: keys are met in file
+	// order, so counting is linear in the file, not per key.
+	scanned, line, lineStart int
+}
+
+// where is the line and column (in bytes, from 1) of pos, which must not
+// be before any position asked for earlier.
+func (p *parser) where(pos int) (line, col int) {
+	if p.line == 0 {
+		p.line = 1
+	}
+	for ; p.scanned < pos; p.scanned++ {
+		if p.src[p.scanned] == '\n' {
+			p.line++
+			p.lineStart = p.scanned + 1
+		}
+	}
+	return p.line, pos - p.lineStart + 1
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -228,6 +257,7 @@ func (p *parser) object(depth int) (*value, error) {
 		if p.pos >= len(p.src) || p.src[p.pos] != '"' {
 			return nil, p.errorf("want a key (a string) or '}', found %s", p.found())
 		}
+		line, col := p.where(p.pos)
 		rawKey, err := p.str()
 		if err != nil {
 			return nil, err
@@ -250,7 +280,7 @@ func (p *parser) object(depth int) (*value, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.members = append(v.members, member{rawKey: rawKey, key: key, val: val})
+		v.members = append(v.members, member{rawKey: rawKey, key: key, val: val, line: line, col: col})
 		if err := p.space(); err != nil {
 			return nil, err
 		}
@@ -403,18 +433,41 @@ func deleteKey(ms []member, key string) []member {
 	return out
 }
 
-// object is the object at key under v, made (appended) when missing.
-// path names v in the error for a member that is not an object.
-func (v *value) object(path, key string) (*value, error) {
-	if c := v.get(key); c != nil {
-		if c.kind != kindObject {
-			return nil, fmt.Errorf("%s%s is not an object", path, key)
+// find is the first member named key and the second one, each nil where
+// there is none.
+func (v *value) find(key string) (first, second *member) {
+	for i := range v.members {
+		if v.members[i].key != key {
+			continue
 		}
-		return c, nil
+		if first != nil {
+			return first, &v.members[i]
+		}
+		first = &v.members[i]
 	}
-	c := &value{kind: kindObject}
-	v.set(key, c)
-	return c, nil
+	return first, nil
+}
+
+// duplicates calls f for each key written more than once in an object at
+// or under v, with the key's path (dotted from path, arrays as [i]), its
+// first member and each later one, in file order.
+func duplicates(v *value, path string, f func(path string, first, again member)) {
+	switch v.kind {
+	case kindObject:
+		seen := make(map[string]int, len(v.members))
+		for i, m := range v.members {
+			if j, ok := seen[m.key]; ok {
+				f(path+m.key, v.members[j], m)
+			} else {
+				seen[m.key] = i
+			}
+			duplicates(m.val, path+m.key+".", f)
+		}
+	case kindArray:
+		for i, e := range v.elems {
+			duplicates(e, fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i), f)
+		}
+	}
 }
 
 // quote is s as a JSON string token, without HTML escaping (a mount point

@@ -29,9 +29,11 @@ func newCuFileCmd(g *globals) *cobra.Command {
 the mounts use different NICs), P2PDMA on where the node supports it, and
 dynamic routing where a GPU shares no PCIe switch with a storage NIC.
 Every other setting is NVIDIA's default; with --merge FILE it is FILE's,
-kept as written (comments are dropped). With -f the file is replaced
-atomically; --merge /etc/cufile.json -f /etc/cufile.json updates it in
-place. Point a job at another file with CUFILE_ENV_PATH_JSON (env
+kept as written (comments are dropped). FILE holding an object that
+gpuaffinity writes into twice (two "properties", two fs.nfs) is refused,
+naming the key and its lines, and nothing is written: cuFile does not
+document which copy it reads. With -f the file is replaced atomically;
+--merge /etc/cufile.json -f /etc/cufile.json updates it in place. Point a job at another file with CUFILE_ENV_PATH_JSON (env
 --write-cufile DIR does). Warnings go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -164,6 +164,63 @@ func TestCuFileMerge(t *testing.T) {
 	}
 }
 
+// --merge F -f F on a site file that writes an object gpuaffinity writes
+// into twice fails naming the file, the key and both lines, and leaves F
+// as it was (no temporary file either): the issue's two shapes, a second
+// "properties" (use_pci_p2pdma true where gpuaffinity sets false) and a
+// second fs.nfs (the old NIC's address). A duplicate gpuaffinity does not
+// write under is kept, with a warning.
+func TestCuFileMergeDuplicate(t *testing.T) {
+	for _, tc := range []struct{ demo, src, want string }{
+		{"dgx-h100", `{
+  "properties": {"use_pci_p2pdma": false},
+  "logging": {"level": "INFO"},
+  "properties": {"use_pci_p2pdma": true}
+}
+`, `:4:3: duplicate key "properties" (first at line 2)`},
+		{"dgx-h100-gds", `{
+  "fs": {
+    "nfs": {"rdma_dev_addr_list": ["10.100.1.21"]},
+    // the NIC before the move
+    "nfs": {"rdma_dev_addr_list": ["10.99.0.1"]}
+  }
+}
+`, `:5:5: duplicate key "fs.nfs" (first at line 3)`},
+	} {
+		dir := t.TempDir()
+		site := filepath.Join(dir, "cufile.json")
+		if err := os.WriteFile(site, []byte(tc.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := runErr(t, "cufile", "--demo", tc.demo, "--merge", site, "-f", site)
+		if want := "--merge: " + site + tc.want + ": gpuaffinity writes under it"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v\nwant one with %q", tc.demo, err, want)
+		}
+		if b, err := os.ReadFile(site); err != nil || string(b) != tc.src {
+			t.Errorf("%s: the site file changed (%v):\n%s", tc.demo, err, b)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("%s: %d files in the directory, want the site file alone", tc.demo, len(ents))
+		}
+	}
+	dir := t.TempDir()
+	site := filepath.Join(dir, "cufile.json")
+	src := "{\n  \"logging\": {\"level\": \"INFO\"},\n  \"logging\": {\"level\": \"ERROR\"}\n}\n"
+	if err := os.WriteFile(site, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runErr(t, "cufile", "--demo", "dgx-h100", "--merge", site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := strings.Count(out, "\"logging\""); c != 2 {
+		t.Errorf("logging %d times, want the site's 2:\n%s", c, out)
+	}
+	if want := "gpuaffinity: warning: " + site + `:3:3: "logging" written twice (first at line 2): left as written`; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+}
+
 // --merge refuses what is not a cufile.json, quickly and by name: a FIFO
 // (never opened for a blocking read), a device, a huge file, garbage, a
 // missing file.
