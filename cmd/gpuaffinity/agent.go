@@ -48,7 +48,9 @@ HTTP (--web.listen-address, TLS and basic auth from --web.config.file,
 exporter-toolkit's format): / landing page, /metrics (docs/metrics.md),
 /healthz (200 while serving), /readyz (200 once the first discovery has
 run), /health (200 when the last gate passed, 503 and the reason
-otherwise), /topology (the JSON). Under systemd it is a
+otherwise), /topology (the JSON). /metrics serves --web.max-requests scrapes
+at once and answers 503 beyond; each address holds --web.max-connections
+connections (sizing: docs/operations.md, "Load and memory"). Under systemd it is a
 Type=notify service with watchdog support (systemd/gpuaffinity.service).
 SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 		Example: `  gpuaffinity agent --demo dgx-h100 --state-dir /tmp/gpuaffinity &

@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"net"
 	"net/http"
@@ -83,12 +84,12 @@ func TestAgentStormInMemoryCgroup(t *testing.T) {
 	t.Logf("idle: %d KiB", cg.usage()>>10)
 
 	s := &storm{t: t, p: p, cg: cg, addr: addr, state: state, nfd: nfd}
-	s.run("reading", "GET /metrics HTTP/1.1\r\nHost: agent\r\nAccept: text/plain;version=0.0.4\r\nAccept-Encoding: gzip\r\n\r\n", "", func(kind string, conns []net.Conn) { s.readAnswers(kind, conns, false) })
+	s.run("reading", true, "GET /metrics HTTP/1.1\r\nHost: agent\r\nAccept: text/plain;version=0.0.4\r\nAccept-Encoding: gzip\r\n\r\n", "", func(kind string, conns []net.Conn) { s.readAnswers(kind, conns, false) })
 	// Identity: the answer (about 260 KB) outgrows the sockets' buffers,
 	// so the handlers block on their writes.
-	s.run("never reading", "GET /metrics HTTP/1.1\r\nHost: agent\r\nAccept: text/plain;version=0.0.4\r\n\r\n", "", nil)
-	s.run("slowloris", "GET /metrics HTTP/1.1\r\nHost: agent\r\n", "X-Dribble: 1\r\n", s.waitCut)
-	s.run("slow body", "GET /metrics HTTP/1.1\r\nHost: agent\r\nAccept: text/plain;version=0.0.4\r\nAccept-Encoding: gzip\r\nContent-Length: 100000\r\n\r\nbody", "0123456789", func(kind string, conns []net.Conn) { s.readAnswers(kind, conns, true) })
+	s.run("never reading", false, "GET /metrics HTTP/1.1\r\nHost: agent\r\nAccept: text/plain;version=0.0.4\r\n\r\n", "", nil)
+	s.run("slowloris", false, "GET /metrics HTTP/1.1\r\nHost: agent\r\n", "X-Dribble: 1\r\n", s.waitCut)
+	s.run("slow body", true, "GET /metrics HTTP/1.1\r\nHost: agent\r\nAccept: text/plain;version=0.0.4\r\nAccept-Encoding: gzip\r\nContent-Length: 100000\r\n\r\nbody", "0123456789", func(kind string, conns []net.Conn) { s.readAnswers(kind, conns, true) })
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -126,13 +127,18 @@ type storm struct {
 // (nil: close them unread) deals with the connections. Afterwards the
 // agent is alive, not OOM-killed, answers /health, and each request was
 // answered 200 or 503.
-func (s *storm) run(kind, request, dribble string, finish func(kind string, conns []net.Conn)) {
+//
+// buffered gives each client socket a 1 MiB receive buffer, which holds a
+// whole answer: the agent's writes then end whenever the test, slower
+// under -race than a scraper, gets to read them (an answer still being
+// written after writeTimeout, 15 s, is cut).
+func (s *storm) run(kind string, buffered bool, request, dribble string, finish func(kind string, conns []net.Conn)) {
 	t := s.t
 	t.Helper()
 	s.cg.resetPeak()
 	before := s.metricsCount()
 	start := time.Now()
-	conns := s.dial(kind, request)
+	conns := s.dial(kind, buffered, request)
 	defer func() {
 		for _, c := range conns {
 			c.Close()
@@ -148,6 +154,7 @@ func (s *storm) run(kind, request, dribble string, finish func(kind string, conn
 	s.probe(kind + ", during")
 	s.sighup(kind)
 	s.checkState(kind)
+	t.Logf("%s: SIGHUP done %s after the first connection", kind, time.Since(start).Round(time.Millisecond))
 	if finish != nil {
 		finish(kind, conns)
 	}
@@ -187,7 +194,19 @@ func (s *storm) run(kind, request, dribble string, finish func(kind string, conn
 // dial opens stormClients connections and sends request on each, from a
 // few goroutines (the test binary may run under -race, which allows 8,128
 // goroutines at most).
-func (s *storm) dial(kind, request string) []net.Conn {
+func (s *storm) dial(kind string, buffered bool, request string) []net.Conn {
+	d := net.Dialer{Timeout: 30 * time.Second}
+	if buffered {
+		d.Control = func(_, _ string, c syscall.RawConn) error {
+			var err error
+			if cerr := c.Control(func(fd uintptr) {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1<<20)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+	}
 	conns := make([]net.Conn, stormClients)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -196,7 +215,7 @@ func (s *storm) dial(kind, request string) []net.Conn {
 	for range 32 {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < len(conns); i = int(next.Add(1)) - 1 {
-				c, err := net.DialTimeout("tcp", s.addr, 30*time.Second)
+				c, err := d.Dial("tcp", s.addr)
 				if err == nil {
 					c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 					_, err = io.WriteString(c, request)
@@ -281,6 +300,7 @@ func (s *storm) readAnswers(kind string, conns []net.Conn, resetOK bool) {
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
+	start := time.Now()
 	var x expositions
 	var reset atomic.Int64
 	forEach(conns, func(c net.Conn) {
@@ -323,7 +343,7 @@ func (s *storm) readAnswers(kind string, conns []net.Conn, resetOK bool) {
 	if ok.Load() == 0 {
 		t.Errorf("%s: no scrape answered 200", kind)
 	}
-	t.Logf("%s: read %d answers 200 (complete, lint-clean; %d shapes parsed in full), %d refusals, %d lost to a reset", kind, ok.Load(), len(x.shapes), refused.Load(), reset.Load())
+	t.Logf("%s: read %d answers 200 (complete, lint-clean; %d shapes parsed in full), %d refusals, %d lost to a reset, in %s", kind, ok.Load(), len(x.shapes), refused.Load(), reset.Load(), time.Since(start).Round(time.Millisecond))
 }
 
 // expositions checks the 200 answers of a storm. Each is decoded, and
@@ -335,8 +355,10 @@ func (s *storm) readAnswers(kind string, conns []net.Conn, resetOK bool) {
 // take minutes under -race (promlint: 2 s each).
 type expositions struct {
 	mu     sync.Mutex
-	shapes map[string]error
+	shapes map[uint64]*shapeCheck
 }
+
+var shapeSeed = maphash.MakeSeed()
 
 func (x *expositions) check(encoding string, body []byte) error {
 	if encoding == "gzip" {
@@ -348,36 +370,43 @@ func (x *expositions) check(encoding string, body []byte) error {
 			return fmt.Errorf("gzip: %w", err)
 		}
 	}
-	var b strings.Builder
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			b.WriteString(line + "\n")
+	var h maphash.Hash
+	h.SetSeed(shapeSeed)
+	for line := range bytes.SplitSeq(body, []byte("\n")) {
+		if len(line) == 0 || line[0] == '#' {
+			h.Write(line)
+			h.WriteByte('\n')
 			continue
 		}
-		i := strings.LastIndexByte(line, ' ')
+		i := bytes.LastIndexByte(line, ' ')
 		if i < 0 {
 			return fmt.Errorf("sample line %q without a value", line)
 		}
-		if _, err := strconv.ParseFloat(line[i+1:], 64); err != nil {
+		if _, err := strconv.ParseFloat(string(line[i+1:]), 64); err != nil {
 			return fmt.Errorf("sample line %q: %w", line, err)
 		}
-		b.WriteString(line[:i] + "\n")
+		h.Write(line[:i])
+		h.WriteByte('\n')
 	}
-	shape := b.String()
-	x.mu.Lock()
-	err, seen := x.shapes[shape]
-	x.mu.Unlock()
-	if seen {
-		return err
-	}
-	err = checkExposition(body)
+	shape := h.Sum64()
 	x.mu.Lock()
 	if x.shapes == nil {
-		x.shapes = map[string]error{}
+		x.shapes = map[uint64]*shapeCheck{}
 	}
-	x.shapes[shape] = err
+	c := x.shapes[shape]
+	if c == nil {
+		c = &shapeCheck{}
+		x.shapes[shape] = c
+	}
 	x.mu.Unlock()
-	return err
+	c.once.Do(func() { c.err = checkExposition(body) })
+	return c.err
+}
+
+// shapeCheck is the full check of the first answer of a shape.
+type shapeCheck struct {
+	once sync.Once
+	err  error
 }
 
 // checkExposition parses an exposition in full with prometheus/common's
@@ -449,7 +478,7 @@ func (s *storm) probe(when string) {
 			err = fmt.Errorf("%s %q", resp.Status, b)
 		}
 	}
-	s.t.Fatalf("%s: /health: %v", when, err)
+	s.t.Fatalf("%s: /health: %v (agent alive: %t, OOM kills in its cgroup: %d)", when, err, s.alive(), s.cg.oomKills())
 }
 
 // sighup rescans through SIGHUP and waits for the round's READY=1 and
@@ -547,8 +576,15 @@ func (s *storm) metricsCount() map[string]float64 {
 	return out
 }
 
+// alive reports whether the agent runs (a zombie, killed and not yet
+// waited for, does not).
 func (s *storm) alive() bool {
-	return s.p.cmd.ProcessState == nil && s.p.cmd.Process.Signal(syscall.Signal(0)) == nil
+	if s.p.cmd.ProcessState != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.p.cmd.Process.Pid))
+	i := bytes.LastIndexByte(b, ')') // the state follows the command's name
+	return err == nil && i > 0 && len(b) > i+2 && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // waitFor polls cond until it holds, for 60 s at most.

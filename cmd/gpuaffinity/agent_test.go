@@ -257,6 +257,8 @@ func TestAgentCmdBadFlags(t *testing.T) {
 		{"agent", "--demo", "dgx-h100", "--expect", "/nonexistent.yaml"},
 		{"agent", "--demo", "nosuch"},
 		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.config.file", "/nonexistent.yml"},
+		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-requests", "-1"},
+		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-connections", "-1"},
 	} {
 		if _, err := run(t, args...); err == nil {
 			t.Errorf("gpuaffinity %s: want an error", strings.Join(args, " "))
