@@ -747,7 +747,7 @@ func (c *memCgroup) resetPeak() {
 // extra says what the peak leaves out or includes.
 func (c *memCgroup) extra() string {
 	if c.v2 {
-		return "sockets' buffers included"
+		return "sockets' buffers included; the most since the agent started"
 	}
 	return fmt.Sprintf("kernel memory included; sockets' buffers apart, peak %d KiB", c.number("memory.kmem.tcp.max_usage_in_bytes")>>10)
 }
