@@ -9,8 +9,8 @@ import (
 // the others 503 with promhttp's text for its MaxRequestsInFlight (what
 // node_exporter's --web.max-requests sets). promhttp checks its limit
 // inside its own handler, which gzipHandler wraps: by then each request
-// has taken a compressor. Here the check comes first, so a refused
-// request costs a few hundred bytes.
+// has taken a compressor. Here the check comes first: a refused request
+// takes no compressor and starts no collection.
 //
 // The refusal also closes the connection: a refused client (a storm of
 // them, or one that never reads) keeps no connection in the server, each
