@@ -16,6 +16,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/net/netutil"
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/exporter"
@@ -58,6 +59,15 @@ type Options struct {
 	// SystemdSocket serves on the sockets systemd passes (socket
 	// activation) instead of ListenAddresses.
 	SystemdSocket bool
+	// MaxRequests bounds the /metrics scrapes served at once
+	// (--web.max-requests, node_exporter's flag): more are answered 503
+	// at once (exporter.Options.MaxRequestsInFlight). 0 means no limit.
+	MaxRequests int
+	// MaxConnections bounds the connections each listener holds open
+	// (--web.max-connections, Prometheus's flag, with
+	// x/net/netutil.LimitListener as Prometheus uses it): more wait in the
+	// kernel's accept queue, not in the agent's memory. 0 means no limit.
+	MaxConnections int
 	// WebConfigFile is exporter-toolkit's web configuration file (TLS,
 	// basic auth; docs/agent.md); "" serves plain HTTP.
 	WebConfigFile string
@@ -178,6 +188,9 @@ func New(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("web config %s: %w", opts.WebConfigFile, err)
 		}
 	}
+	if opts.MaxRequests < 0 || opts.MaxConnections < 0 {
+		return nil, fmt.Errorf("max requests %d, max connections %d: want 0 (no limit) or more", opts.MaxRequests, opts.MaxConnections)
+	}
 	if !opts.SystemdSocket && len(opts.ListenAddresses) == 0 {
 		return nil, errors.New("no listen address")
 	}
@@ -198,7 +211,7 @@ func New(opts Options) (*Agent, error) {
 	addrs := append([]string(nil), opts.ListenAddresses...)
 	a.flags = web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &opts.SystemdSocket, WebConfigFile: &opts.WebConfigFile}
 	exp, err := exporter.New(exporter.Options{Root: opts.Root, State: a.State, NVML: a.nv.current, XID: &a.xids, Logger: log,
-		Collectors: opts.Collectors})
+		Collectors: opts.Collectors, MaxRequestsInFlight: opts.MaxRequests})
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +240,11 @@ func New(opts Options) (*Agent, error) {
 				return nil, fmt.Errorf("listen %s: %w", addr, err)
 			}
 			a.listeners = append(a.listeners, l)
+		}
+	}
+	if opts.MaxConnections > 0 {
+		for i, l := range a.listeners {
+			a.listeners[i] = netutil.LimitListener(l, opts.MaxConnections)
 		}
 	}
 	return a, nil
@@ -303,8 +321,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	for i, l := range a.listeners {
 		srv := &http.Server{
 			Handler:           a.handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: readHeaderTimeout,
+			ReadTimeout:       readTimeout,
+			WriteTimeout:      writeTimeout,
+			IdleTimeout:       idleTimeout,
 			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		}
 		servers[i] = srv

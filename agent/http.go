@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gpuaffinity/gpuaffinity/exporter"
 )
 
 // routes builds the agent's endpoints.
@@ -36,7 +38,52 @@ func (a *Agent) routes() (http.Handler, error) {
 	mux.HandleFunc("GET /readyz", a.serveReady)
 	mux.HandleFunc("GET /health", a.serveHealth)
 	mux.HandleFunc("GET /topology", a.serveTopology)
-	return mux, nil
+	return closeOnBody(mux), nil
+}
+
+// The HTTP servers' deadlines. With the /metrics bound (Options.MaxRequests)
+// they bound what one client can hold: docs/operations.md, "Load and
+// memory", has the figures.
+const (
+	// readHeaderTimeout is the time a client has to send a request's
+	// headers (slowloris: headers dribbled or never finished).
+	readHeaderTimeout = 10 * time.Second
+	// readTimeout bounds the whole request. No endpoint takes a body
+	// (closeOnBody): a request has the headers' time for all of it.
+	readTimeout = readHeaderTimeout
+	// writeTimeout bounds a handler and its answer, from the end of the
+	// request's headers: the collectors' deadline (exporter's
+	// DefaultTimeout, 5 s) and 10 s more to encode and send. A client that
+	// does not read its answer holds its /metrics slot for this long at
+	// most.
+	writeTimeout = exporter.DefaultTimeout + 10*time.Second
+	// idleTimeout is how long a kept-alive connection may wait for its
+	// next request: over a scrape interval, so Prometheus's connection is
+	// reused.
+	idleTimeout = 2 * time.Minute
+)
+
+// closeOnBody closes the connection of a request that comes with a body
+// (a Content-Length, or chunked) once it is answered, without reading the
+// body: no endpoint takes one. net/http would otherwise read up to
+// 256 KiB of it to keep the connection: when the answer starts (the
+// handler's write waits, and a /metrics request holds its slot and its
+// compressor), unless the answer says Connection: close, and again after
+// the handler, unless the read fails. A client sending its body slowly
+// stretches each to readTimeout; 4,000 of them held over 100 MiB. The
+// read deadline set in the past makes the second read fail at once.
+func closeOnBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		h.ServeHTTP(w, r)
+		// Not supported (HTTP/2, which the agent does not serve): its
+		// server reads no body after the handler.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+	})
 }
 
 // serveReady answers 200 once the first discovery round has ended, good

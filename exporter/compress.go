@@ -7,7 +7,8 @@ import (
 )
 
 // gzipHandler answers gzip-compressed at gzip.BestSpeed where the client
-// asks for gzip, and passes other requests to h unchanged.
+// asks for gzip, and passes other requests to h unchanged, as well as
+// those that find gzipMax compressors in use.
 //
 // promhttp (client_golang v1.25.0) compresses only at gzip's default
 // level, from a pool it does not export, and HandlerOpts has no level:
@@ -22,6 +23,12 @@ func gzipHandler(h http.Handler) http.Handler {
 			return
 		}
 		gz := getGzipWriter()
+		if gz == nil {
+			// All compressors in use: identity, which promhttp (offering
+			// only identity) answers whatever the client accepts.
+			h.ServeHTTP(w, r)
+			return
+		}
 		gz.Reset(w)
 		gw := &gzipResponseWriter{ResponseWriter: w, gz: gz}
 		defer func() {
@@ -44,12 +51,31 @@ func gzipHandler(h http.Handler) http.Handler {
 
 // gzipWriters keeps a few idle gzip writers. Not a sync.Pool: the pool
 // is emptied at every GC, and the agent collects garbage between two
-// scrapes, so every scrape would allocate a compressor (about 300 KiB at
-// BestSpeed). Two cover the usual scrapers (one Prometheus, or an HA
-// pair); more at once allocate their own.
+// scrapes, so every scrape would allocate a compressor (1.15 MiB at
+// BestSpeed with Go 1.26's compress/flate: its hash tables and window).
+// Two cover the usual scrapers (one Prometheus, or an HA pair); up to
+// gzipMax at once allocate their own.
 var gzipWriters = make(chan *gzip.Writer, 2)
 
+// gzipMax bounds the compressors in use at once, in the whole process.
+// Without it 40 scrapes in flight (node_exporter's --web.max-requests
+// default) would hold 46 MiB of compressors, over half the DaemonSet's
+// GOMEMLIMIT. A scrape that finds gzipMax in use is answered
+// uncompressed: larger on the wire, but complete, and every scraper
+// reads identity.
+const gzipMax = 4
+
+// gzipInUse holds one token per compressor handed out.
+var gzipInUse = make(chan struct{}, gzipMax)
+
+// getGzipWriter hands out a compressor, or nil when gzipMax are in use.
+// A non-nil one goes back with putGzipWriter.
 func getGzipWriter() *gzip.Writer {
+	select {
+	case gzipInUse <- struct{}{}:
+	default:
+		return nil
+	}
 	select {
 	case gz := <-gzipWriters:
 		return gz
@@ -64,6 +90,7 @@ func putGzipWriter(gz *gzip.Writer) {
 	case gzipWriters <- gz:
 	default:
 	}
+	<-gzipInUse
 }
 
 // gzipResponseWriter compresses the body of an answer, unless the

@@ -93,6 +93,10 @@ type Options struct {
 	// the Kubernetes node name), else the host name of Root
 	// (<Root>/proc/sys/kernel/hostname), read once by New.
 	Hostname string
+	// MaxRequestsInFlight bounds the scrapes Handler serves at once, as
+	// node_exporter's --web.max-requests: more are answered 503 at once,
+	// before any compression or collection. 0 or less means no limit.
+	MaxRequestsInFlight int
 	// Collectors switches collectors by name (CollectorNames): false
 	// disables one, which then sends none of its series (nor its
 	// gpuaffinity_scrape_collector_* series); true or absent leaves it
@@ -198,15 +202,19 @@ func New(opts Options) (*Exporter, error) {
 // failing collector marks itself unsuccessful and the rest still answers
 // 200. It adds promhttp's promhttp_metric_handler_* metrics. It answers
 // gzip where the client asks for it, as promhttp would, but at
-// gzip.BestSpeed (see gzipHandler).
+// gzip.BestSpeed (see gzipHandler). Beyond Options.MaxRequestsInFlight
+// scrapes at once it answers 503 before it takes a compressor or gathers
+// (limitInFlight); the 503s are counted in
+// promhttp_metric_handler_requests_total{code="503"}, as node_exporter's.
 func (e *Exporter) Handler() http.Handler {
-	return gzipHandler(promhttp.InstrumentMetricHandler(e.reg, promhttp.HandlerFor(e.gather, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      slogPrinter{e.log},
-		Registry:      e.reg,
-		// gzipHandler compresses; identity keeps promhttp's Vary header.
-		OfferedCompressions: []promhttp.Compression{promhttp.Identity},
-	})))
+	return promhttp.InstrumentMetricHandler(e.reg, limitInFlight(e.opts.MaxRequestsInFlight,
+		gzipHandler(promhttp.HandlerFor(e.gather, promhttp.HandlerOpts{
+			ErrorHandling: promhttp.ContinueOnError,
+			ErrorLog:      slogPrinter{e.log},
+			Registry:      e.reg,
+			// gzipHandler compresses; identity keeps promhttp's Vary header.
+			OfferedCompressions: []promhttp.Compression{promhttp.Identity},
+		}))))
 }
 
 // Gatherer gathers one collection (what Handler serves). Concurrent

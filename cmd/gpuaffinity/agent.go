@@ -30,6 +30,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 		placementTimeout                                  time.Duration
 		listen, switches                                  []string
 		systemdSocket, nfdGFDClique                       bool
+		maxRequests, maxConnections                       int
 		rescan, discoveryTimeout                          time.Duration
 		collectors                                        *exporter.CollectorFlags
 	)
@@ -47,7 +48,9 @@ HTTP (--web.listen-address, TLS and basic auth from --web.config.file,
 exporter-toolkit's format): / landing page, /metrics (docs/metrics.md),
 /healthz (200 while serving), /readyz (200 once the first discovery has
 run), /health (200 when the last gate passed, 503 and the reason
-otherwise), /topology (the JSON). Under systemd it is a
+otherwise), /topology (the JSON). /metrics serves --web.max-requests scrapes
+at once and answers 503 beyond; each address holds --web.max-connections
+connections (sizing: docs/operations.md, "Load and memory"). Under systemd it is a
 Type=notify service with watchdog support (systemd/gpuaffinity.service).
 SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 		Example: `  gpuaffinity agent --demo dgx-h100 --state-dir /tmp/gpuaffinity &
@@ -70,6 +73,12 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			}
 			if rescan < 0 {
 				return fmt.Errorf("--rescan %s: want 0 (never) or more", rescan)
+			}
+			if maxRequests < 0 {
+				return fmt.Errorf("--web.max-requests %d: want 0 (no limit) or more", maxRequests)
+			}
+			if maxConnections < 0 {
+				return fmt.Errorf("--web.max-connections %d: want 0 (no limit) or more", maxConnections)
 			}
 			if discoveryTimeout <= 0 {
 				return fmt.Errorf("--discovery-timeout %s: want more than 0", discoveryTimeout)
@@ -99,6 +108,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 				StateDir: stateDir, NFDFile: nfdFile, NFDGFDClique: nfdGFDClique, Rescan: rescan, DiscoveryTimeout: discoveryTimeout,
 				Profile: prof, Expect: expect,
 				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
+				MaxRequests: maxRequests, MaxConnections: maxConnections,
 				Collectors: collectors.Collectors(),
 				Placement: agent.PlacementOptions{Cloud: placementCloud, BaseURL: placementURL, Timeout: placementTimeout,
 					Switches: splitList(switches)},
@@ -131,6 +141,8 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	f.DurationVar(&discoveryTimeout, "discovery-timeout", 2*time.Minute, "a discovery round still running after this is reported as timed out (not ready) and left to finish; none starts until it does")
 	listVar(f, &listen, "web.listen-address", []string{":19400"}, "addresses to serve HTTP on (repeatable)")
 	f.StringVar(&webConfig, "web.config.file", "", "exporter-toolkit web configuration file: TLS and basic auth (docs/agent.md)")
+	f.IntVar(&maxRequests, "web.max-requests", 40, "most /metrics scrapes served at once (node_exporter's flag); more are answered 503 at once; 0 means no limit")
+	f.IntVar(&maxConnections, "web.max-connections", 4096, "most connections held open per listen address (Prometheus's flag); more wait in the kernel's accept queue; 0 means no limit (docs/operations.md, \"Load and memory\")")
 	f.BoolVar(&systemdSocket, "web.systemd-socket", false, "serve on the sockets systemd passes (socket activation) instead of --web.listen-address")
 	f.StringVar(&profile, "profile", string(health.Pretrain), "health gate profile: pretrain, finetune or inference (as check)")
 	f.StringVar(&expectFile, "expect", "", "hold the node to expectations from this YAML file (check --learn)")

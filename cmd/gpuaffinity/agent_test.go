@@ -37,6 +37,14 @@ var listenRE = regexp.MustCompile(`msg="Listening on" address=(\S+)`)
 // port) with a unixgram NOTIFY_SOCKET, and waits for READY=1.
 func startAgentProc(t *testing.T, env []string, args ...string) *agentProc {
 	t.Helper()
+	return startAgentProcVia(t, nil, env, args...)
+}
+
+// startAgentProcVia is startAgentProc with the binary run through wrap, a
+// command line the binary's path and arguments are appended to (a shell
+// that puts itself in a cgroup and execs "$@").
+func startAgentProcVia(t *testing.T, wrap, env []string, args ...string) *agentProc {
+	t.Helper()
 	sockPath := filepath.Join(t.TempDir(), "notify")
 	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
 	if err != nil {
@@ -56,7 +64,8 @@ func startAgentProc(t *testing.T, env []string, args ...string) *agentProc {
 		}
 	}()
 	args = append([]string{"agent", "--web.listen-address", "127.0.0.1:0", "--log-level", "info"}, args...)
-	p.cmd = exec.Command(execBinary(t), args...)
+	argv := append(append(append([]string(nil), wrap...), execBinary(t)), args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = append(append(execCleanEnv(), "NOTIFY_SOCKET="+sockPath), env...)
 	errPipe, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -248,6 +257,8 @@ func TestAgentCmdBadFlags(t *testing.T) {
 		{"agent", "--demo", "dgx-h100", "--expect", "/nonexistent.yaml"},
 		{"agent", "--demo", "nosuch"},
 		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.config.file", "/nonexistent.yml"},
+		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-requests", "-1"},
+		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-connections", "-1"},
 	} {
 		if _, err := run(t, args...); err == nil {
 			t.Errorf("gpuaffinity %s: want an error", strings.Join(args, " "))
