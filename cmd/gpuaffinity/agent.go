@@ -182,9 +182,8 @@ func daemonGC() {
 // which is every CPU of the node where no CPU limit caps it, and the
 // DaemonSet sets none (CFS throttling would stretch scrapes past their
 // timeouts). On the DGX H100 fixture after 1,000 scrapes, with
-// GOMAXPROCS 224 (a DGX H100's CPUs) the agent held 40 MiB resident, 44
-// MiB with the DaemonSet's GOMEMLIMIT; at 1, 25 MiB (docs/bench.md,
-// "Agent memory").
+// GOMAXPROCS 224 (a DGX H100's CPUs) the agent held 41 MiB resident, at
+// 1 25 MiB (docs/bench.md, "Agent memory").
 const agentMaxProcs = 1
 
 // daemonProcs sets GOMAXPROCS to n unless the environment's GOMAXPROCS
