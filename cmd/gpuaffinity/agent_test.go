@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -177,8 +179,17 @@ func TestAgentCmdSignals(t *testing.T) {
 		}
 	}
 	// The build's version and revision reach gpuaffinity_build_info.
-	if _, body := p.get(t, "/metrics"); !strings.Contains(body, `revision="`+revision+`",tags="unknown",version="`+version+`"} 1`) {
+	_, body := p.get(t, "/metrics")
+	if !strings.Contains(body, `revision="`+revision+`",tags="unknown",version="`+version+`"} 1`) {
 		t.Errorf("gpuaffinity_build_info without version %q, revision %q", version, revision)
+	}
+	// The daemon's runtime settings (daemonGC, daemonProcs), where the
+	// environment leaves them to it.
+	if _, ok := os.LookupEnv("GOMAXPROCS"); !ok && !strings.Contains(body, "\ngo_sched_gomaxprocs_threads 1\n") {
+		t.Errorf("the agent does not run at GOMAXPROCS 1 (node_exporter's default):\n%s", grepLines(body, "go_sched_gomaxprocs_threads"))
+	}
+	if _, ok := os.LookupEnv("GOGC"); !ok && !strings.Contains(body, "\ngo_gc_gogc_percent 50\n") {
+		t.Errorf("the agent does not collect at GOGC 50:\n%s", grepLines(body, "go_gc_gogc_percent"))
 	}
 	for _, f := range []string{"topology.json", "nccl-topo.xml", "env"} {
 		if _, err := os.Stat(filepath.Join(state, f)); err != nil {
@@ -250,7 +261,23 @@ func TestAgentCmdSocketActivation(t *testing.T) {
 	}
 }
 
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestAgentCmdBadFlags(t *testing.T) {
+	// The cases that get past the flags set the daemon's GOMAXPROCS and
+	// GOGC in this process: the other tests keep theirs.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	for _, args := range [][]string{
 		{"agent", "--demo", "dgx-h100", "--profile", "training"},
 		{"agent", "--demo", "dgx-h100", "--rescan", "-1s"},
@@ -259,6 +286,7 @@ func TestAgentCmdBadFlags(t *testing.T) {
 		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.config.file", "/nonexistent.yml"},
 		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-requests", "-1"},
 		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-connections", "-1"},
+		{"agent", "--demo", "dgx-h100", "--runtime.gomaxprocs", "0"},
 	} {
 		if _, err := run(t, args...); err == nil {
 			t.Errorf("gpuaffinity %s: want an error", strings.Join(args, " "))

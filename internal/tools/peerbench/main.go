@@ -4,7 +4,7 @@
 // the per-pair ratios as a markdown table. `make bench` runs it; see
 // docs/bench.md.
 //
-//	go run ./internal/tools/peerbench [-n 15] [-warmup 2] [-bin PATH] [-long]
+//	go run ./internal/tools/peerbench [-n 15] [-warmup 2] [-bin PATH] [-long] [-only 1,2,3,4,5]
 package main
 
 import (
@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,7 +39,27 @@ type options struct {
 	bin             string
 	lstopo, nodeExp string // "" searches PATH, /usr/sbin, /usr/bin; "none" skips the peer; nodeExp "build" builds nodeExporterModule
 	long            bool
+	only            map[int]bool // the figures to run; nil runs all
 	timeout         time.Duration
+}
+
+// want reports whether figure fig runs.
+func (o options) want(fig int) bool { return o.only == nil || o.only[fig] }
+
+// parseOnly reads -only's list of figure numbers (1 to 5); "" is all.
+func parseOnly(s string) (map[int]bool, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[int]bool{}
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 5 {
+			return nil, fmt.Errorf("-only %q: want figure numbers 1 to 5, comma-separated", s)
+		}
+		m[n] = true
+	}
+	return m, nil
 }
 
 func main() {
@@ -50,12 +71,18 @@ func main() {
 	flag.StringVar(&o.nodeExp, "node-exporter", "build", `node_exporter binary; "build": go install `+nodeExporterModule+` (the release whose InfiniBand counters the agent mirrors), else search as ""; "": search node_exporter, then prometheus-node-exporter; "none": as if not installed`)
 	flag.BoolVar(&o.long, "long", false, fmt.Sprintf("also scrape the agent %d times and report its RSS growth", rssLongScrapes))
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "limit for the whole run")
+	only := flag.String("only", "", "run only these figures (comma-separated numbers, 1 to 5; 4 and 5 share their agent and node_exporter, so either runs figure 4 on the DGX root); default all")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/tools/peerbench [flags]\n\n"+
 			"Runs gpuaffinity and its peers interleaved and prints a markdown table (docs/bench.md).\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	var err error
+	if o.only, err = parseOnly(*only); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	if o.n < 1 || o.warm < 0 || flag.NArg() != 0 {
 		flag.Usage()
 		os.Exit(2)
@@ -338,29 +365,28 @@ func (b *bench) figures(ctx context.Context) {
 		key  float64
 		name string
 	}{{1.1, "dgx-h100"}, {1.2, "aws-p5"}} {
+		if !b.opt.want(1) || ctx.Err() != nil {
+			break
+		}
 		progress("figure 1: topo -o json vs lstopo --of xml, %s", m.name)
 		b.figTopo(ctx, m.key, m.name)
 	}
-	if ctx.Err() != nil {
-		return
+	if b.opt.want(2) && ctx.Err() == nil {
+		progress("figure 2: env from the agent's cache vs a minimal Go program")
+		b.figEnv(ctx)
 	}
-	progress("figure 2: env from the agent's cache vs a minimal Go program")
-	b.figEnv(ctx)
-	if ctx.Err() != nil {
-		return
+	if b.opt.want(3) && ctx.Err() == nil {
+		progress("figure 3: topo --demo dgx-h100")
+		b.figDemo(ctx)
 	}
-	progress("figure 3: topo --demo dgx-h100")
-	b.figDemo(ctx)
-	if ctx.Err() != nil {
-		return
+	if (b.opt.want(4) || b.opt.want(5)) && ctx.Err() == nil {
+		progress("figures 4 and 5: /metrics and RSS vs node_exporter, dgx-h100")
+		b.figMetrics(ctx, 4.1, "dgx-h100", "dgx-h100, NVML replay", b.opt.want(5))
 	}
-	progress("figures 4 and 5: /metrics and RSS vs node_exporter, dgx-h100")
-	b.figMetrics(ctx, 4.1, "dgx-h100", "dgx-h100, NVML replay", true)
-	if ctx.Err() != nil {
-		return
+	if b.opt.want(4) && ctx.Err() == nil {
+		progress("figure 4: /metrics vs node_exporter, dgx-h100 without nvml.json")
+		b.figMetrics(ctx, 4.2, "dgx-h100-no-nvml", "dgx-h100 without nvml.json", false)
 	}
-	progress("figure 4: /metrics vs node_exporter, dgx-h100 without nvml.json")
-	b.figMetrics(ctx, 4.2, "dgx-h100-no-nvml", "dgx-h100 without nvml.json", false)
 }
 
 // fail records a figure that could not be measured: ours (peer false)
