@@ -209,7 +209,7 @@ func auditOne(n topology.Node, root *rootfs.Root, u Use, users map[int]string, o
 	}
 	p.Verdict, p.Reason = judge(n, cpus, mems, p.GPUCPUs, p.GPUNUMANodes)
 	if len(p.Threads) > 0 {
-		p.Reason += fmt.Sprintf(" (over its threads: %d of them are bound otherwise than the process)", len(p.Threads))
+		p.Reason += fmt.Sprintf(" (over all its threads: %d bound otherwise than the process)", len(p.Threads))
 	}
 
 	if !opts.NoEnv {
@@ -217,7 +217,7 @@ func auditOne(n topology.Node, root *rootfs.Root, u Use, users map[int]string, o
 		if err != nil {
 			p.Unread = append(p.Unread, "environ: "+why(err))
 		} else {
-			p.Env = nccl.CheckEnv(n, nccl.CheckRequest{GPUs: u.GPUs, Lookup: env, Container: p.Pod != nil})
+			p.Env = nccl.CheckEnv(n, nccl.CheckRequest{GPUs: u.GPUs, Lookup: env, Confined: p.Pod != nil || p.Job != nil})
 		}
 	}
 	return p

@@ -36,7 +36,11 @@ func WriteTable(w io.Writer, r Report) error {
 	for _, p := range r.Processes {
 		fmt.Fprintf(w, "\n%d %s: %s: %s\n", p.PID, or(p.Command, "?"), p.Verdict, p.Reason)
 		for _, c := range p.Env {
-			if c.Problem != "" {
+			switch {
+			case c.Problem == "":
+			case c.Status == nccl.EnvUnset:
+				fmt.Fprintf(w, "  %s unset: %s\n", c.Name, c.Problem)
+			default:
 				fmt.Fprintf(w, "  %s=%s: %s: %s\n", c.Name, c.Value, c.Status, c.Problem)
 			}
 		}

@@ -21,7 +21,7 @@ const (
 	// then does where that matters (NCCL uses every RDMA device).
 	EnvUnset = "unset"
 	// EnvUnchecked: the value cannot be held to the node from outside
-	// (device ordinals inside a container count the container's GPUs).
+	// (device ordinals in a pod or Slurm job may count its own GPUs).
 	EnvUnchecked = "unchecked"
 )
 
@@ -42,9 +42,12 @@ type CheckRequest struct {
 	GPUs []int
 	// Lookup is the process's environment (/proc/PID/environ).
 	Lookup func(name string) (string, bool)
-	// Container is set where the process runs in a container (a
-	// Kubernetes pod): its device ordinals count the container's GPUs.
-	Container bool
+	// Confined is set where the process's device ordinals may count
+	// only the GPUs it was given: a Kubernetes pod's container, or a Slurm
+	// job (with ConstrainDevices=yes Slurm numbers the job's GPUs from 0
+	// in CUDA_VISIBLE_DEVICES; gres.conf(5)). A list of UUIDs is checked
+	// all the same; ordinals are then left unchecked.
+	Confined bool
 }
 
 // CheckedVars are the variables CheckEnv looks at, in its order.
@@ -105,9 +108,9 @@ func checkVisible(n topology.Node, req CheckRequest, lookup func(string) (string
 		return c
 	}
 	c.Value = v
-	if req.Container && !allUUIDs(v) {
+	if req.Confined && !allUUIDs(v) {
 		c.Status = EnvUnchecked
-		c.Problem = "device ordinals inside a container count the container's GPUs, not the node's"
+		c.Problem = "device ordinals in a pod or a Slurm job may count only the GPUs it was given: not held to the node's"
 		return c
 	}
 	var sel topology.Selection
@@ -295,10 +298,8 @@ func checkSocket(lookup func(string) (string, bool), want string) EnvCheck {
 // rank's value, joined without repeats.
 func ucxWant(n topology.Node, gpus []int) string {
 	var out []string
-	one := 1
 	for r := range n.GPUs {
-		r := r
-		e, err := BuildEnv(n, EnvRequest{Rank: &r, RanksPerGPU: one, NoPlatform: true})
+		e, err := BuildEnv(n, EnvRequest{Rank: &r, RanksPerGPU: 1, NoPlatform: true})
 		if err != nil || e.GPU == nil || !slices.Contains(gpus, *e.GPU) {
 			continue
 		}
