@@ -5,7 +5,9 @@ import "testing"
 // The shapes, written from the sources cgroup.go cites: Slurm's cgroups
 // and cgroup_v2 guides, the kubelet's cgroupfs and systemd drivers.
 func TestPlaceCgroup(t *testing.T) {
-	v1 := func(p string) string { return "12:cpuset:" + p + "\n11:memory:" + p + "\n1:name=systemd:/system.slice/slurmd.service\n" }
+	v1 := func(p string) string {
+		return "12:cpuset:" + p + "\n11:memory:" + p + "\n1:name=systemd:/system.slice/slurmd.service\n"
+	}
 	for _, tc := range []struct {
 		name, data, path string
 		job              *Job
