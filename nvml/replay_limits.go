@@ -37,8 +37,8 @@ const (
 	// MaxReplayXIDs bounds a device's xids list.
 	MaxReplayXIDs = 1024
 	// MaxReplayProcesses bounds each of a device's process lists: far
-	// above the processes one GPU runs (NVML's MPS server limit is 48
-	// clients per GPU; a GPU shared by time-slicing rarely runs 100).
+	// above the processes one GPU runs (CUDA MPS serves a few dozen
+	// clients per GPU).
 	MaxReplayProcesses = 4096
 	// maxReplayDepth bounds JSON nesting; the format nests 7 deep.
 	maxReplayDepth = 16
