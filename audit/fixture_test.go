@@ -233,6 +233,9 @@ func TestFixtureMI300X(t *testing.T) {
 		// Opened GPU 3 only, no VRAM yet (rocminfo): counted, and said.
 		5204: {gpus: []int{3}, user: "bob", verdict: audit.Aligned,
 			env: map[string]string{"ROCR_VISIBLE_DEVICES": nccl.EnvOK}},
+		// On GPU 4's CPUs (node 1), but its cpuset gives memory from node
+		// 0 only: partly.
+		5205: {gpus: []int{4}, user: "alice", job: "778.0", verdict: audit.Partly, env: map[string]string{}},
 	})
 	if !slices.ContainsFunc(rep.Unread, func(s string) bool { return strings.Contains(s, "process 5204 holds no VRAM") }) {
 		t.Errorf("unread %q: want process 5204's note", rep.Unread)

@@ -181,7 +181,7 @@ func why(err error) string {
 	case errors.Is(err, sysattr.ErrTooLarge):
 		return "too large"
 	case errors.Is(err, errMore):
-		return err.Error()
+		return errMore.Error()
 	}
 	return err.Error()
 }
