@@ -173,6 +173,7 @@ func check(t *testing.T, rep audit.Report, wants map[int]want) {
 // mlx5_10, mlx5_11 on socket 1 (node 1, CPUs 56-111,168-223); mlx5_1,
 // mlx5_2, mlx5_7, mlx5_8 storage; enp4s0f0 holds the default route.
 func TestFixtureDGXH100(t *testing.T) {
+	t.Parallel()
 	_, rep := auditRoot(t, jobsRoot(t, "dgx-h100", "dgx-h100-jobs"))
 	check(t, rep, map[int]want{
 		// A Slurm rank (cgroup v2) bound to 28 CPUs of socket 0, GPU 0's;
@@ -219,6 +220,7 @@ func TestFixtureDGXH100(t *testing.T) {
 // end. The vram_<gpu_id> names are the fixture's KFD gpu_id values
 // (topology/nodes/2..9/gpu_id for GPUs 0..7).
 func TestFixtureMI300X(t *testing.T) {
+	t.Parallel()
 	_, rep := auditRoot(t, jobsRoot(t, "amd-mi300x", "amd-mi300x-jobs"))
 	check(t, rep, map[int]want{
 		// ROCr opened all eight GPUs; VRAM only on GPU 0, whose CPUs it has.
