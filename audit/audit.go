@@ -1,7 +1,9 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -178,8 +180,14 @@ func auditOne(n topology.Node, root *rootfs.Root, u Use, users map[int]string, o
 
 	st, err := readStatus(root, fmt.Sprintf("proc/%d/status", u.PID))
 	if err != nil {
-		p.Unread = append(p.Unread, "status: "+why(err))
-		p.Verdict, p.Reason = Unknown, "its /proc status could not be read: "+why(err)
+		w := why(err)
+		if errors.Is(err, fs.ErrNotExist) {
+			// NVML names host PIDs: an auditor in a PID namespace of its
+			// own finds none of them.
+			w += " (no /proc entry: or it runs in another PID namespace than this /proc's)"
+		}
+		p.Unread = append(p.Unread, "status: "+w)
+		p.Verdict, p.Reason = Unknown, "its /proc status could not be read: "+w
 		return p
 	}
 	p.Command, p.CPUs, p.Mems = st.name, st.cpus, st.mems
