@@ -268,17 +268,6 @@ func judge(n topology.Node, cpus, mems, gpuCPUs cpuset.Set, gpuNodes []int) (Ver
 	return v, reason
 }
 
-// Problems counts the process's environment checks that are wrong.
-func (p Process) Problems() int {
-	k := 0
-	for _, c := range p.Env {
-		if c.Status == nccl.EnvWrong {
-			k++
-		}
-	}
-	return k
-}
-
 // joinInts is a comma list of v.
 func joinInts(v []int) string {
 	s := make([]string, len(v))

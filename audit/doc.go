@@ -12,4 +12,11 @@
 // replays a recorded node; what could not be read is said, with why
 // (permission, the process ended), never guessed. The rules and their
 // limits: docs/audit.md.
+//
+// prometheus/procfs parses the same files, but not here: its ProcStatus
+// has no Mems_allowed_list, and it opens paths under a mount point with
+// os.Open, which would bypass the root reader's bounds and
+// links-beneath-the-root rule and could not read an in-memory root. The
+// parsing needed (a few "Key:\tvalue" lines, the cgroup lines, NUL-split
+// environ) is a handful of lines.
 package audit
