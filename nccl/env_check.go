@@ -50,9 +50,6 @@ type CheckRequest struct {
 	Confined bool
 }
 
-// CheckedVars are the variables CheckEnv looks at, in its order.
-var CheckedVars = []string{"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES"}
-
 // CheckEnv holds a running process's CUDA_VISIBLE_DEVICES (or, for AMD
 // GPUs, ROCR_VISIBLE_DEVICES), NCCL_IB_HCA, NCCL_SOCKET_IFNAME and
 // UCX_NET_DEVICES to what BuildEnv gives for the GPUs it drives: the same
