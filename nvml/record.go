@@ -73,6 +73,8 @@ func recordDevice(lib nvml.Interface, i int, syms map[string]bool) (ReplayDevice
 		PCIeMaxWidth: recordAnswer(dev.GetMaxPcieLinkWidth()),
 	}
 	recordHealth(dev, &d, syms)
+	d.ComputeProcesses = recordProcesses(dev.GetComputeRunningProcesses())
+	d.GraphicsProcesses = recordProcesses(dev.GetGraphicsRunningProcesses())
 	for n := range nvml.NVLINK_MAX_LINKS {
 		state, r := dev.GetNvLinkState(n)
 		if r == nvml.ERROR_INVALID_ARGUMENT {
@@ -222,4 +224,25 @@ func affinityWords(w []uint) []uint64 {
 		out[i] = uint64(w[i])
 	}
 	return out
+}
+
+// replayProcesses is a process list in the file's form.
+func replayProcesses(ps []nvml.ProcessInfo) []ReplayProcess {
+	out := make([]ReplayProcess, len(ps))
+	for i, p := range ps {
+		out[i] = ReplayProcess{PID: p.Pid, UsedGPUMemory: p.UsedGpuMemory,
+			GPUInstanceID: p.GpuInstanceId, ComputeInstanceID: p.ComputeInstanceId}
+	}
+	return out
+}
+
+// recordProcesses is a process list's answer; nil (left out) for
+// ERROR_NOT_SUPPORTED, which is what a missing one replays, so a file
+// without the lists records back as itself.
+func recordProcesses(ps []nvml.ProcessInfo, r nvml.Return) *Answer[[]ReplayProcess] {
+	if r == nvml.ERROR_NOT_SUPPORTED {
+		return nil
+	}
+	a := recordAs(replayProcesses)(ps, r)
+	return &a
 }

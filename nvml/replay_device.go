@@ -308,3 +308,24 @@ func (d *replayDevice) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 	}
 	return nvml.SUCCESS
 }
+
+// GetComputeRunningProcesses answers compute_processes.
+func (d *replayDevice) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[[]ReplayProcess] { return h.ComputeProcesses })), d.ready(), processInfos)
+}
+
+// GetGraphicsRunningProcesses answers graphics_processes.
+func (d *replayDevice) GetGraphicsRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	return answerAs(optional(recField(d, func(h *ReplayDevice) *Answer[[]ReplayProcess] { return h.GraphicsProcesses })), d.ready(), processInfos)
+}
+
+// processInfos is a recorded process list in go-nvml's form; a fresh
+// slice, so a caller cannot change the recording.
+func processInfos(ps []ReplayProcess) []nvml.ProcessInfo {
+	out := make([]nvml.ProcessInfo, len(ps))
+	for i, p := range ps {
+		out[i] = nvml.ProcessInfo{Pid: p.PID, UsedGpuMemory: p.UsedGPUMemory,
+			GpuInstanceId: p.GPUInstanceID, ComputeInstanceId: p.ComputeInstanceID}
+	}
+	return out
+}

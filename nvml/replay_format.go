@@ -104,6 +104,28 @@ type ReplayDevice struct {
 	// ERROR_NOT_SUPPORTED. Record writes the events pending when it asks
 	// (on a live node, normally none).
 	XIDs *Answer[[]uint64] `json:"xids,omitempty"`
+
+	// ComputeProcesses and GraphicsProcesses are
+	// GetComputeRunningProcesses and GetGraphicsRunningProcesses: the
+	// processes using the GPU when the file was recorded (gpuaffinity
+	// audit). Optional: a missing one (a file written before they were
+	// recorded) answers ERROR_NOT_SUPPORTED, so an old file says "NVML
+	// did not list the processes", never "no process".
+	ComputeProcesses  *Answer[[]ReplayProcess] `json:"compute_processes,omitempty"`
+	GraphicsProcesses *Answer[[]ReplayProcess] `json:"graphics_processes,omitempty"`
+}
+
+// ReplayProcess is one nvml.ProcessInfo.
+type ReplayProcess struct {
+	PID uint32 `json:"pid"` // Pid, in the host's PID namespace
+	// UsedGPUMemory is UsedGpuMemory in bytes; NVML answers
+	// NVML_VALUE_NOT_AVAILABLE (2^64-1) where it cannot say (Windows
+	// WDDM, some containers).
+	UsedGPUMemory uint64 `json:"used_gpu_memory"`
+	// GPUInstanceID and ComputeInstanceID are the MIG instance's ids;
+	// 0xFFFFFFFF (or missing, replayed as 0) outside MIG.
+	GPUInstanceID     uint32 `json:"gpu_instance_id,omitempty"`
+	ComputeInstanceID uint32 `json:"compute_instance_id,omitempty"`
 }
 
 // ReplayRemappedRows is GetRemappedRows' answer.

@@ -324,3 +324,17 @@ func (l *replayLib) DeviceGetPlatformInfo(d nvml.Device) (nvml.PlatformInfo, nvm
 	}
 	return d.GetPlatformInfo()
 }
+
+func (l *replayLib) DeviceGetComputeRunningProcesses(d nvml.Device) ([]nvml.ProcessInfo, nvml.Return) {
+	if d == nil {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetComputeRunningProcesses()
+}
+
+func (l *replayLib) DeviceGetGraphicsRunningProcesses(d nvml.Device) ([]nvml.ProcessInfo, nvml.Return) {
+	if d == nil {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return d.GetGraphicsRunningProcesses()
+}

@@ -36,6 +36,10 @@ const (
 	MaxReplayAffinityWords = 1024
 	// MaxReplayXIDs bounds a device's xids list.
 	MaxReplayXIDs = 1024
+	// MaxReplayProcesses bounds each of a device's process lists: far
+	// above the processes one GPU runs (CUDA MPS serves a few dozen
+	// clients per GPU).
+	MaxReplayProcesses = 4096
 	// maxReplayDepth bounds JSON nesting; the format nests 7 deep.
 	maxReplayDepth = 16
 	// maxReplayOtherArray bounds an array anywhere else; the format has
@@ -61,10 +65,12 @@ func readError(path string, err error) error {
 
 // arrayLimits bounds the format's arrays, by path without indices.
 var arrayLimits = map[string]int{
-	"devices":                    MaxReplayDevices,
-	"devices.nvlinks":            MaxReplayNVLinks,
-	"devices.cpu_affinity.value": MaxReplayAffinityWords,
-	"devices.xids.value":         MaxReplayXIDs,
+	"devices":                          MaxReplayDevices,
+	"devices.nvlinks":                  MaxReplayNVLinks,
+	"devices.cpu_affinity.value":       MaxReplayAffinityWords,
+	"devices.xids.value":               MaxReplayXIDs,
+	"devices.compute_processes.value":  MaxReplayProcesses,
+	"devices.graphics_processes.value": MaxReplayProcesses,
 }
 
 // checkShape walks data's JSON tokens before it is decoded: no array is
@@ -238,6 +244,14 @@ func (f *ReplayFile) checkBounds() []error {
 		}
 		if x := d.XIDs; x != nil && len(x.Value) > MaxReplayXIDs {
 			errs = append(errs, fmt.Errorf("%s: %d codes, more than %d", at("xids.value"), len(x.Value), MaxReplayXIDs))
+		}
+		for _, p := range []struct {
+			field string
+			a     *Answer[[]ReplayProcess]
+		}{{"compute_processes", d.ComputeProcesses}, {"graphics_processes", d.GraphicsProcesses}} {
+			if p.a != nil && len(p.a.Value) > MaxReplayProcesses {
+				errs = append(errs, fmt.Errorf("%s: %d processes, more than %d", at(p.field+".value"), len(p.a.Value), MaxReplayProcesses))
+			}
 		}
 		if n := len(d.NVLinks); n > MaxReplayNVLinks {
 			errs = append(errs, fmt.Errorf("%s: %d links, more than %d", at("nvlinks"), n, MaxReplayNVLinks))

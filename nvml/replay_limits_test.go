@@ -73,6 +73,9 @@ func TestLoadReplayBounds(t *testing.T) {
 		{"nvlinks", dev(`,"nvlinks":[` + strings.Join(links, ",") + `]`), "devices[0].nvlinks: more than 36 elements"},
 		{"link number", dev(`,"nvlinks":[{"link":36}]`), "devices[0].nvlinks[0].link: link 36 is outside 0..35"},
 		{"xids", dev(`,"xids":{"value":[` + repeat("79", 1025) + `]}`), "devices[0].xids.value: more than 1024 elements"},
+		{"compute processes", dev(`,"compute_processes":{"value":[` + repeat(`{"pid":1}`, 4097) + `]}`),
+			"devices[0].compute_processes.value: more than 4096 elements"},
+		{"process return", dev(`,"graphics_processes":{"return":"NO_SUCH_RETURN"}`), "graphics_processes"},
 		{"other array", `{"version":1,"bogus":[` + repeat("0", 2000) + `]}`, "bogus: more than 1024 elements"},
 		{"deep", `{"version":1,"bogus":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, "nested more than 16 deep"},
 	} {

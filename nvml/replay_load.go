@@ -130,6 +130,8 @@ func (f *ReplayFile) validate() error {
 			{"pcie_replay", retOf(d.PCIeReplay)},
 			{"platform", retOf(d.Platform)},
 			{"xids", retOf(d.XIDs)},
+			{"compute_processes", retOf(d.ComputeProcesses)},
+			{"graphics_processes", retOf(d.GraphicsProcesses)},
 		} {
 			if a.ret != nil {
 				check(at(a.field), *a.ret)

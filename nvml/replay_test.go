@@ -33,6 +33,7 @@ var replayedDevice = []string{
 	"GetPersistenceMode", "GetTotalEccErrors", "GetRemappedRows", "GetRetiredPages",
 	"GetRetiredPagesPendingStatus", "GetGpuFabricInfo", "GetFieldValues", "GetPcieReplayCounter",
 	"GetNvLinkErrorCounter", "GetGpuFabricInfo_v4", "GetPlatformInfo",
+	"GetComputeRunningProcesses", "GetGraphicsRunningProcesses",
 }
 
 func init() {

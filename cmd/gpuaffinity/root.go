@@ -80,7 +80,7 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	cmd.Version = version
 	cmd.SetVersionTemplate(versionLine())
 	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newCuFileCmd(g), newEnvCmd(g),
-		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g), newAgentCmd(g), newFleetCmd(g))
+		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g), newAuditCmd(g), newAgentCmd(g), newFleetCmd(g))
 	registerCompletions(cmd)
 	return cmd
 }

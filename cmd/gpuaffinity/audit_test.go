@@ -1,0 +1,32 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/audit"
+)
+
+// The command's wiring: discovery of the --demo machine, its NVML
+// replay (the example images record no process lists, which the report
+// says instead of "no process"), -o json's schema, -o refused.
+func TestAuditDemo(t *testing.T) {
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(mustRun(t, "audit", "--demo", "dgx-h100", "-o", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != audit.Schema || len(rep.Processes) != 0 {
+		t.Errorf("schema %q, %d processes; want %s and none", rep.Schema, len(rep.Processes), audit.Schema)
+	}
+	if len(rep.Unread) != 16 || !strings.Contains(rep.Unread[0], "NVML GPU 0 (0000:1b:00.0): GetComputeRunningProcesses: ERROR_NOT_SUPPORTED") {
+		t.Errorf("unread %q: want both lists of the 8 GPUs, not recorded", rep.Unread)
+	}
+	out := mustRun(t, "audit", "--demo", "amd-mi300x")
+	if !strings.Contains(out, "no process uses a GPU") || !strings.Contains(out, "kfd/proc is absent") {
+		t.Errorf("table:\n%s", out)
+	}
+	if _, err := run(t, "audit", "--demo", "dgx-h100", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "want table or json") {
+		t.Errorf("-o yaml: %v", err)
+	}
+}
