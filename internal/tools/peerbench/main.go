@@ -686,6 +686,7 @@ func (b *bench) figMetrics(ctx context.Context, key float64, rootName, label str
 		r := ours / theirs
 		b.rows = append(b.rows, row{5.1, rssFigure, fmtMiB(ours), fmtMiB(theirs), fmtRatio(r), goalCell(goal, r, limit)})
 	}
+	b.anonRow(agent, ne, peerCell, label)
 
 	if !b.opt.long {
 		b.rows = append(b.rows, row{5.2, longFigure, "not run (-long)", "—", "—", "—"})
@@ -704,6 +705,31 @@ func (b *bench) figMetrics(ctx context.Context, key float64, rootName, label str
 		return
 	}
 	b.rows = append(b.rows, row{5.2, longFigure, fmt.Sprintf("%s (%+.1f MiB)", fmtMiB(long), long-ours), "—", "—", "—"})
+}
+
+// anonRow is figure 5's second row, read at the same moment: the two
+// servers' anonymous memory (RssAnon), what each allocated itself, apart
+// from the file pages of its binary that VmRSS also counts (the kernel
+// maps those 64 KiB at a time, so a larger binary shows more of them
+// whatever its code does; docs/bench.md, "Agent memory"). It informs
+// figure 5.1 and has no goal of its own.
+func (b *bench) anonRow(agent, ne *server, peerCell, label string) {
+	figure := fmt.Sprintf("agent anonymous memory (RssAnon) after %s scrapes vs node_exporter's, %s", thousands(rssScrapes), label)
+	ours, err := agent.anonMiB()
+	if err != nil {
+		b.fail(5.15, figure, "—", err)
+		return
+	}
+	if ne == nil {
+		b.rows = append(b.rows, row{5.15, figure, fmtMiB(ours), peerCell, "—", "—"})
+		return
+	}
+	theirs, err := ne.anonMiB()
+	if err != nil {
+		b.fail(5.15, figure, "—", errPeer{err})
+		return
+	}
+	b.rows = append(b.rows, row{5.15, figure, fmtMiB(ours), fmtMiB(theirs), fmtRatio(ours / theirs), "—"})
 }
 
 // thousands writes n with a comma every three digits.

@@ -224,21 +224,29 @@ func (s *server) stop() error {
 }
 
 // rssMiB reads VmRSS of the server process from /proc/PID/status.
-func (s *server) rssMiB() (float64, error) {
+func (s *server) rssMiB() (float64, error) { return s.statusMiB("VmRSS") }
+
+// anonMiB reads RssAnon of the server process: its resident anonymous
+// memory (Go heap, stacks, runtime metadata, libc's), without the file
+// pages of its binary and libraries that VmRSS also counts.
+func (s *server) anonMiB() (float64, error) { return s.statusMiB("RssAnon") }
+
+// statusMiB reads the kB field key of /proc/PID/status in MiB.
+func (s *server) statusMiB(key string) (float64, error) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(s.cmd.Process.Pid), "status"))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
 			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			if err != nil {
-				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
+				return 0, fmt.Errorf("%s %q: %w", key, v, err)
 			}
 			return float64(kb) / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("%s: no VmRSS in /proc/%d/status", s.name, s.cmd.Process.Pid)
+	return 0, fmt.Errorf("%s: no %s in /proc/%d/status", s.name, key, s.cmd.Process.Pid)
 }
 
 // newClient is the scrape client: no compression (the body is read as
