@@ -48,8 +48,12 @@ func WriteTable(w io.Writer, r Report) error {
 			fmt.Fprintf(w, "  not read: %s\n", u)
 		}
 	}
-	if len(r.Processes) == 0 {
+	switch {
+	case len(r.Processes) == 0 && len(r.Unread) == 0:
 		fmt.Fprintln(w, "no process uses a GPU")
+	case len(r.Processes) == 0:
+		// Not "no process": a list that could not be read may hold some.
+		fmt.Fprintf(w, "no GPU process found, but %d process list(s) could not be read (below): processes there are not shown\n", len(r.Unread))
 	}
 	for _, u := range r.Unread {
 		fmt.Fprintf(w, "not listed: %s\n", u)
