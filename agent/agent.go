@@ -541,6 +541,8 @@ func (a *Agent) runRound(ctx context.Context, why string, start time.Time) {
 		}()
 		rep, err = health.Run(ctx, n, health.Options{Root: a.opts.Root, Profile: a.opts.Profile,
 			Expect: a.opts.Expect, Interval: 0,
+			// Jobs stays off: the gate judges the node, not the jobs on it
+			// (jobs.aligned skips; check --jobs runs it, docs/health.md).
 			// Check-time counter reads share the scrape's reader (one EINVAL memory).
 			Reader: health.NewReader(a.opts.Root, "", a.exp.CounterReader())})
 		return err

@@ -114,6 +114,18 @@ func TestAgentServesAndWritesState(t *testing.T) {
 		st.Discovery.LastSuccess != st.Discovery.Last || st.ExpectedNVLinks != nil {
 		t.Errorf("state: %+v", st.Discovery)
 	}
+	// The gate never audits the running jobs (check --jobs does).
+	if st.Health != nil {
+		var jobs *health.Result
+		for i, res := range st.Health.Results {
+			if res.ID == "jobs.aligned" {
+				jobs = &st.Health.Results[i]
+			}
+		}
+		if jobs == nil || jobs.Verdict != health.Skip {
+			t.Errorf("the gate's jobs.aligned: %+v, want skip", jobs)
+		}
+	}
 
 	// SIGHUP's path: RELOADING=1, a round, READY=1 again.
 	r.rescanAndWait(t)

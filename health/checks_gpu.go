@@ -39,6 +39,7 @@ var allChecks = []Check{
 	{"storage.ports", GroupStorage, "storage NIC ports up", checkStoragePorts},
 	{"storage.nvme-link", GroupStorage, "data NVMe drives' PCIe links at full width and speed", needsGDSTarget(checkNVMeLink)},
 	{"storage.locality", GroupStorage, "every GPU has a storage NIC on its NUMA node or nearer, never across sockets", needsGDSTarget(checkLocality)},
+	{"jobs.aligned", GroupJobs, "no running GPU process is bound to CPUs none of which is local to its GPU (only with --jobs; unbound and partly warn)", checkJobs},
 }
 
 // needsNVML runs a check that reads NVML's answers only where NVML

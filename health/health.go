@@ -1,6 +1,8 @@
 // Package health checks a GPU node's health from its discovered topology
 // (topology.Node), the kernel log and RDMA port counters (read through a
-// Reader; the checks read no file themselves): GPU count and
+// Reader; the checks read no file themselves, but for jobs.aligned,
+// which with Options.Jobs audits the running GPU processes under the
+// root by package audit): GPU count and
 // visibility, PCIe link width, NVML memory health, NVLink fabric
 // registration and health (one clique per multi-node NVLink node) and the
 // IMEX channel multi-node NVLink needs, fatal XIDs,
@@ -63,6 +65,10 @@ const (
 	GroupFabric Group = "fabric"
 	// GroupStorage holds the storage.* checks: enforced by pretrain only.
 	GroupStorage Group = "storage"
+	// GroupJobs holds jobs.aligned, which judges the running processes,
+	// not the node: it runs only with Options.Jobs, and then every profile
+	// enforces it (a site that asked for it drains on it).
+	GroupJobs Group = "jobs"
 )
 
 // Profile chooses which failures are enforced.
@@ -117,8 +123,8 @@ type Check struct {
 type Options struct {
 	// Root is the filesystem root the node was discovered under ("/" for
 	// the live host); the default Reader reads the kernel log and port
-	// counters under it. Checks read no file themselves: the rest comes
-	// from the Node.
+	// counters under it, and jobs.aligned (Jobs) the processes. The
+	// other checks read no file themselves: the rest comes from the Node.
 	Root      string
 	Profile   Profile // "" means Pretrain
 	MultiNode bool
@@ -144,6 +150,11 @@ type Options struct {
 	Reader Reader
 	// Only, when not empty, runs only the checks with these ids.
 	Only []string
+	// Jobs runs jobs.aligned: the processes running on the selected GPUs,
+	// read from NVML's process lists, KFD's per-process entries and
+	// /proc under Root (package audit), held to their GPUs' local CPUs.
+	// Off, the check skips: the agent's gate leaves it off.
+	Jobs bool
 	// Sleep waits between counter reads (tests replace it).
 	Sleep func(ctx context.Context, d time.Duration) error
 }

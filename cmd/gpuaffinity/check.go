@@ -29,7 +29,7 @@ func newCheckCmd(g *globals) *cobra.Command {
 	nf := nodeFlags{onDisk: true} // its checks read the root after discovery
 	var (
 		output, profile, expectFile, gpus, nfdFile, slurmNode, kmsg string
-		learn, multiNode, drain, resume, nfdGFDClique               bool
+		learn, multiNode, drain, resume, nfdGFDClique, jobs         bool
 		interval, timeout, nfdExpiry                                time.Duration
 		only                                                        []string
 	)
@@ -45,7 +45,11 @@ to them. --gpus (else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES) checks only
 those GPUs and their paired NICs. -o nhc prints an LBNL NHC failure line,
 -o npd follows the node-problem-detector plugin protocol, --slurm-drain and
 --slurm-resume drain or resume this node through scontrol, --nfd-file writes
-a Node Feature Discovery feature file. See docs/health.md.`,
+a Node Feature Discovery feature file. --jobs also runs jobs.aligned: it
+fails where a running GPU process is misaligned (none of its allowed CPUs
+local to its GPU) and warns where one is unbound or partly bound; it is not
+for shared nodes, nodes where unbound jobs are the norm, a prolog, or a run
+as another user than root. See docs/health.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			unknown := func(err error) error { return exitError{code: checkExitUnknown, err: err} }
@@ -75,7 +79,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 				return err
 			}
 			opts := health.Options{Root: nf.root(g), Profile: prof, MultiNode: multiNode, Interval: interval,
-				Timeout: timeout, Kmsg: kmsg, Only: splitList(only)}
+				Timeout: timeout, Kmsg: kmsg, Only: splitList(only), Jobs: jobs}
 			if expectFile != "" {
 				if opts.Expect, err = loadExpect(expectFile); err != nil {
 					return checkUnknown(cmd, output, unknown(err))
@@ -134,6 +138,7 @@ a Node Feature Discovery feature file. See docs/health.md.`,
 	f.DurationVar(&interval, "interval", time.Second, "time between the two reads of the NIC error counters; 0 skips nic.errors")
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of each check; a check past it fails with 'timed out'")
 	listVar(f, &only, "only", nil, "run only these check ids")
+	f.BoolVar(&jobs, "jobs", false, "also run jobs.aligned: fail where a running GPU process is bound to none of its GPU's local CPUs, warn where one is unbound or partly bound (reads every GPU process's /proc: run as root; see docs/health.md for when not to use it)")
 	f.StringVar(&kmsg, "kmsg", "", "kernel log to scan for XIDs (default /dev/kmsg under --root)")
 	f.BoolVar(&drain, "slurm-drain", false, `when unhealthy, drain this node (unless drained with another reason): scontrol update nodename=<host> state=drain reason="gpuaffinity: <reason>"`)
 	f.BoolVar(&resume, "slurm-resume", false, "when healthy, resume this node if its drain reason starts with gpuaffinity:")

@@ -1,0 +1,66 @@
+package fakesystest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpuaffinity/gpuaffinity/nvml"
+)
+
+// JobsRoot builds machine and lays over it the /proc entries of pids and
+// the etc/passwd of a recorded jobs overlay (audit/testdata/<name>-jobs:
+// its proc/PID directories), and records NVML's process lists in the
+// machine's nvml.json: compute[i] lists the pids on NVML GPU i; every
+// other GPU gets empty lists, so no list is "not recorded". A pid of
+// compute without a directory in the overlay is a process that ended.
+func JobsRoot(tb testing.TB, machine, overlay string, pids []int, compute map[int][]int) string {
+	tb.Helper()
+	dir := Root(tb, machine)
+	src := os.DirFS(overlay)
+	if err := os.CopyFS(filepath.Join(dir, "etc"), mustSub(tb, src, "etc")); err != nil {
+		tb.Fatal(err)
+	}
+	for _, pid := range pids {
+		p := fmt.Sprintf("proc/%d", pid)
+		if err := os.CopyFS(filepath.Join(dir, p), mustSub(tb, src, p)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, nvml.ReplayFileName)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var f nvml.ReplayFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	for i := range f.Devices {
+		ps := []nvml.ReplayProcess{}
+		for _, pid := range compute[i] {
+			ps = append(ps, nvml.ReplayProcess{PID: uint32(pid), UsedGPUMemory: 1 << 30})
+		}
+		f.Devices[i].ComputeProcesses = &nvml.Answer[[]nvml.ReplayProcess]{Value: ps}
+		f.Devices[i].GraphicsProcesses = &nvml.Answer[[]nvml.ReplayProcess]{Value: []nvml.ReplayProcess{}}
+	}
+	if raw, err = nvml.EncodeReplay(f); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+func mustSub(tb testing.TB, fsys fs.FS, dir string) fs.FS {
+	tb.Helper()
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sub
+}
