@@ -44,26 +44,15 @@ func jobsRoot(t *testing.T, machine, overlay string) string {
 	if err := json.Unmarshal(data, &lists); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, nvml.ReplayFileName)
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f nvml.ReplayFile
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
+	compute := map[int][]nvml.ReplayProcess{}
 	for idx, ps := range lists.Compute {
-		i, _ := strconv.Atoi(idx)
-		f.Devices[i].ComputeProcesses = &nvml.Answer[[]nvml.ReplayProcess]{Value: ps}
-		f.Devices[i].GraphicsProcesses = &nvml.Answer[[]nvml.ReplayProcess]{Value: []nvml.ReplayProcess{}}
+		i, err := strconv.Atoi(idx)
+		if err != nil {
+			t.Fatalf("%s: GPU %q: %v", procs, idx, err)
+		}
+		compute[i] = ps
 	}
-	if raw, err = nvml.EncodeReplay(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fakesystest.SetNVMLProcesses(t, dir, compute, false)
 	return dir
 }
 

@@ -30,6 +30,23 @@ func JobsRoot(tb testing.TB, machine, overlay string, pids []int, compute map[in
 			tb.Fatal(err)
 		}
 	}
+	lists := map[int][]nvml.ReplayProcess{}
+	for i, pids := range compute {
+		for _, pid := range pids {
+			lists[i] = append(lists[i], nvml.ReplayProcess{PID: uint32(pid), UsedGPUMemory: 1 << 30})
+		}
+	}
+	SetNVMLProcesses(tb, dir, lists, true)
+	return dir
+}
+
+// SetNVMLProcesses records NVML's process lists in the nvml.json of the
+// root dir: compute[i] is GetComputeRunningProcesses of NVML GPU i, with
+// an empty graphics list. A GPU compute does not name gets empty lists
+// too with all, else keeps what the file had (no answer: the list reads
+// ERROR_NOT_SUPPORTED, "not recorded").
+func SetNVMLProcesses(tb testing.TB, dir string, compute map[int][]nvml.ReplayProcess, all bool) {
+	tb.Helper()
 	path := filepath.Join(dir, nvml.ReplayFileName)
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -40,9 +57,12 @@ func JobsRoot(tb testing.TB, machine, overlay string, pids []int, compute map[in
 		tb.Fatalf("%s: %v", path, err)
 	}
 	for i := range f.Devices {
-		ps := []nvml.ReplayProcess{}
-		for _, pid := range compute[i] {
-			ps = append(ps, nvml.ReplayProcess{PID: uint32(pid), UsedGPUMemory: 1 << 30})
+		ps, ok := compute[i]
+		if !ok && !all {
+			continue
+		}
+		if ps == nil {
+			ps = []nvml.ReplayProcess{}
 		}
 		f.Devices[i].ComputeProcesses = &nvml.Answer[[]nvml.ReplayProcess]{Value: ps}
 		f.Devices[i].GraphicsProcesses = &nvml.Answer[[]nvml.ReplayProcess]{Value: []nvml.ReplayProcess{}}
@@ -53,7 +73,6 @@ func JobsRoot(tb testing.TB, machine, overlay string, pids []int, compute map[in
 	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	return dir
 }
 
 func mustSub(tb testing.TB, fsys fs.FS, dir string) fs.FS {
