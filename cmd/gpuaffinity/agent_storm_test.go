@@ -767,18 +767,11 @@ func (c *memCgroup) oomKills() int64 {
 	return 0
 }
 
-// remove removes the cgroup once the last process has left it.
+// remove removes the cgroup once the last process has left it (the
+// kernel may report it populated for a moment after the agent is reaped).
 func (c *memCgroup) remove(t *testing.T) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, "removing "+c.dir, func() bool {
 		err := os.Remove(c.dir)
-		if err == nil || errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("removing %s: %v", c.dir, err)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil || errors.Is(err, os.ErrNotExist)
+	})
 }
