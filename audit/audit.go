@@ -43,6 +43,9 @@ type Report struct {
 	// (NVML not available, a GPU's list answering an error, KFD's proc
 	// directory unreadable): processes there may be missing.
 	Unread []string `json:"unread"`
+	// Fabric is the fabric balance over an interval, where it was
+	// sampled (audit --fabric-interval); nil otherwise.
+	Fabric *Fabric `json:"fabric,omitempty"`
 }
 
 // Process is one process using GPUs, and its verdict.

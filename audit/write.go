@@ -58,7 +58,80 @@ func WriteTable(w io.Writer, r Report) error {
 	for _, u := range r.Unread {
 		fmt.Fprintf(w, "not listed: %s\n", u)
 	}
+	if r.Fabric != nil {
+		return writeFabric(w, *r.Fabric)
+	}
 	return nil
+}
+
+// writeFabric writes the fabric section: one line per compute and
+// storage port, then what the rule found, then the degraded ports.
+func writeFabric(w io.Writer, f Fabric) error {
+	fmt.Fprintf(w, "\nFabric balance over %.1f s (busy GPUs: %s):\n", f.Seconds, or(joinInts(f.BusyGPUs), "none"))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PORT\tROLE\tGPU\tTX\tFINDING")
+	for _, p := range f.Ports {
+		tx := "-"
+		if p.BytesPerSecond != nil {
+			tx = bytesRate(*p.BytesPerSecond)
+		}
+		finding := p.Note
+		switch {
+		case p.Idle:
+			finding = "idle"
+		case p.ComputeTraffic:
+			finding = "compute traffic"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name(), p.Role, or(joinInts(p.GPUs), "-"), tx, finding)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case len(f.BusyGPUs) == 0:
+		fmt.Fprintln(w, "no GPU is busy: nothing judged")
+	case !f.Active && f.Busiest == "":
+		fmt.Fprintln(w, "no compute port was measured: nothing judged")
+	case !f.Active:
+		fmt.Fprintf(w, "the compute fabric carried no traffic (busiest port %s at %s, below %s): nothing judged\n",
+			f.Busiest, bytesRate(f.BusiestBytesPerSecond), bytesRate(f.FloorBytesPerSecond))
+	default:
+		found := false
+		for _, g := range f.GPUs {
+			if len(g.Idle) > 0 {
+				found = true
+				fmt.Fprintf(w, "GPU %s: leaves compute port(s) %s idle (under %s, while %s transmits %s)\n",
+					joinInts(g.GPUs), strings.Join(g.Idle, ","), bytesRate(f.IdleBelowBytesPerSecond), f.Busiest, bytesRate(f.BusiestBytesPerSecond))
+			}
+		}
+		for _, p := range f.Ports {
+			if p.ComputeTraffic {
+				found = true
+				fmt.Fprintf(w, "storage port %s carries the compute fabric's volume (%s, at least the median busy compute port's %s)\n",
+					p.Name(), bytesRate(*p.BytesPerSecond), bytesRate(f.StorageFromBytesPerSecond))
+			}
+		}
+		if !found {
+			fmt.Fprintln(w, "every busy GPU's compute ports carry traffic; no storage port carries the compute fabric's volume")
+		}
+	}
+	for _, d := range f.Degraded {
+		fmt.Fprintf(w, "not measured: %s\n", d)
+	}
+	return nil
+}
+
+// bytesRate writes a rate in bytes per second with an SI prefix.
+func bytesRate(v float64) string {
+	for _, u := range []struct {
+		div  float64
+		unit string
+	}{{1e9, "GB/s"}, {1e6, "MB/s"}, {1e3, "kB/s"}} {
+		if v >= u.div {
+			return fmt.Sprintf("%.1f %s", v/u.div, u.unit)
+		}
+	}
+	return fmt.Sprintf("%.0f B/s", v)
 }
 
 // jobOf names the process's Slurm step or pod for the table.

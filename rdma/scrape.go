@@ -36,6 +36,10 @@ const (
 type CounterReader struct {
 	// Root is the filesystem root ("/" live).
 	Root string
+	// FS, where set, is the root already open to read under (a caller
+	// that reads other files under the same root, package audit); Root
+	// is then unused, and the reader never closes it.
+	FS *rootfs.Root
 	// ReadFile reads one attribute file, named in full; nil means the
 	// root reader's bounded single read (open, read, close, inside the
 	// root; rootfs.Root.ReadFile). Tests set it to
@@ -196,7 +200,13 @@ const classDir = "sys/class/infiniband"
 
 // rootFS opens the root once; the reader keeps it for its life.
 func (r *CounterReader) rootFS() (*rootfs.Root, error) {
-	r.fsOnce.Do(func() { r.fs, r.fsErr = rootfs.Open(r.Root) })
+	r.fsOnce.Do(func() {
+		if r.FS != nil {
+			r.fs = r.FS
+			return
+		}
+		r.fs, r.fsErr = rootfs.Open(r.Root)
+	})
 	return r.fs, r.fsErr
 }
 
