@@ -189,7 +189,7 @@ type Fabric struct {
 	// Degraded names each port whose rate could not be taken this
 	// interval, with the device, the file and why (a counter reset or
 	// saturated, a port gone, a counter unreadable), and what either sample
-// could not read (each naming its file): never a guessed rate.
+	// could not read (each naming its file): never a guessed rate.
 	Degraded []string `json:"degraded"`
 }
 
