@@ -104,6 +104,12 @@ type Options struct {
 	// it from a command line. A name that is no collector is an error of
 	// New.
 	Collectors map[string]bool
+	// Jobs turns on the job audit (the agent's --collector.jobs; off by
+	// default): the jobs collector lists the GPU processes at each scrape
+	// (audit.Uses) and renders the fabric balance since the previous
+	// scrape (jobsfabric.go). It needs the host's PID namespace to see
+	// the processes NVML names.
+	Jobs bool
 }
 
 // DefaultTimeout is a collector's deadline when Options.Timeout is 0.
@@ -117,7 +123,8 @@ const DefaultTimeout = 5 * time.Second
 // sysfs), topology (the last good discovery's pairing) and storage (its
 // storage layer); Options.Collectors may switch them off,
 // and the NVLink series apart (the nvlink collector, which runs under
-// that name where nvml is off). Each has Options.Timeout to finish; one
+// that name where nvml is off). With Options.Jobs a sixth, jobs, audits
+// the GPU processes (jobsfabric.go). Each has Options.Timeout to finish; one
 // that fails reports gpuaffinity_scrape_collector_success 0 and keeps the
 // series it could read, one past its deadline reports 0 and its output is
 // dropped. A collector still running from an earlier collection is not
@@ -134,6 +141,11 @@ type Exporter struct {
 	parts   []*collector
 	nvml    nvmlParts // what the NVML collector renders
 	gpus    *gpuLabelCache
+
+	// The job audit's (Options.Jobs): the root its files are read under,
+	// and the fabric samples kept between scrapes.
+	jobsRoot   *rootfs.Root
+	jobsFabric *jobsFabric
 
 	countsMu sync.Mutex
 	counts   familyCounts // of the last collection, to size the next
@@ -183,6 +195,13 @@ func New(opts Options) (*Exporter, error) {
 	}
 	if on[CollectorStorage] {
 		e.parts = append(e.parts, &collector{name: CollectorStorage, run: (&discoveryCollector{labels: e.gpus, render: collectStorage}).collect})
+	}
+	if opts.Jobs {
+		if e.jobsRoot, err = rootfs.Open(root); err != nil {
+			return nil, fmt.Errorf("exporter: jobs: %w", err)
+		}
+		e.jobsFabric = newJobsFabric(e.jobsRoot)
+		e.parts = append(e.parts, &collector{name: collectorJobs, run: e.collectJobs})
 	}
 	for _, c := range []prometheus.Collector{
 		ownDescs{},

@@ -30,7 +30,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 		placementCloud, placementURL                      string
 		placementTimeout                                  time.Duration
 		listen, switches                                  []string
-		systemdSocket, nfdGFDClique                       bool
+		systemdSocket, nfdGFDClique, jobs                 bool
 		maxRequests, maxConnections                       int
 		rescan, discoveryTimeout                          time.Duration
 		collectors                                        *exporter.CollectorFlags
@@ -115,7 +115,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 				Profile: prof, Expect: expect,
 				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
 				MaxRequests: maxRequests, MaxConnections: maxConnections,
-				Collectors: collectors.Collectors(),
+				Collectors: collectors.Collectors(), Jobs: jobs,
 				Placement: agent.PlacementOptions{Cloud: placementCloud, BaseURL: placementURL, Timeout: placementTimeout,
 					Switches: splitList(switches)},
 				Version: version, Logger: g.log,
@@ -142,6 +142,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	nf.register(cmd)
 	f := cmd.Flags()
 	collectors = exporter.RegisterCollectorFlags(f)
+	f.BoolVar(&jobs, "collector.jobs", false, "audit the jobs on the GPUs at each scrape: the fabric balance since the previous scrape (gpuaffinity_job_compute_nic_idle, gpuaffinity_job_storage_nic_compute_traffic); needs the host's PID namespace (docs/metrics.md, \"Jobs\")")
 	f.StringVar(&stateDir, "state-dir", stateDirDefault(), "directory for topology.json, nccl-topo.xml and env (env GPUAFFINITY_STATE_DIR); \"\" writes none")
 	f.DurationVar(&rescan, "rescan", 5*time.Minute, "time between discoveries; 0 rescans only on SIGHUP")
 	f.DurationVar(&discoveryTimeout, "discovery-timeout", 2*time.Minute, "a discovery round still running after this is reported as timed out (not ready) and left to finish; none starts until it does")

@@ -36,3 +36,34 @@ func TestAuditDemo(t *testing.T) {
 		t.Errorf("-o yaml: %v", err)
 	}
 }
+
+// --fabric-interval adds the fabric object: the DGX H100 demo's 8
+// compute and 4 storage ports (the DGX H100 user guide's network ports
+// table, as the dgx-h100 spec cites it), all measured, no GPU busy, so
+// nothing judged.
+func TestAuditFabricInterval(t *testing.T) {
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(mustRun(t, "audit", "--demo", "dgx-h100", "--fabric-interval", "1ms", "-o", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Fabric
+	if f == nil {
+		t.Fatal("no fabric object")
+	}
+	roles := map[string]int{}
+	for _, p := range f.Ports {
+		roles[string(p.Role)]++
+		if p.BytesPerSecond == nil || p.Idle || p.ComputeTraffic {
+			t.Errorf("port %s: %+v", p.Name(), p)
+		}
+	}
+	if roles["compute"] != 8 || roles["storage"] != 4 || f.Active || len(f.Degraded) != 0 || len(f.BusyGPUs) != 0 {
+		t.Errorf("fabric %+v: want 8 compute and 4 storage ports, nothing busy or degraded", f)
+	}
+	if out := mustRun(t, "audit", "--demo", "dgx-h100", "--fabric-interval", "1ms"); !strings.Contains(out, "no GPU is busy: nothing judged") {
+		t.Errorf("table:\n%s", out)
+	}
+	if _, err := run(t, "audit", "--demo", "dgx-h100", "--fabric-interval", "-1s"); err == nil || !strings.Contains(err.Error(), "want a positive duration") {
+		t.Errorf("--fabric-interval -1s: %v", err)
+	}
+}
