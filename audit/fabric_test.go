@@ -253,13 +253,14 @@ func TestFabricStorageNICBusy(t *testing.T) {
 	}
 }
 
-// An idle fabric reports nothing: every port sends only management
-// datagrams (1 kB/s), under the floor. Busy compute ports with no GPU
-// busy report nothing either.
+// An idle fabric reports nothing: mlx5_0 sends 1 MB/s (a thousand
+// times the others' 1 kB/s of management datagrams, but under the 500
+// MB/s floor), so the ports under 1% of it are not called idle. Busy
+// compute ports with no GPU busy report nothing either.
 func TestFabricIdle(t *testing.T) {
 	t.Parallel()
 	r := newFabricRig(t)
-	f := r.run(allGPUs, nil, nil)
+	f := r.run(allGPUs, map[string]float64{"mlx5_0": 1e6}, nil)
 	if f.Active || len(idleByGPU(f)) != 0 || len(storageFlagged(f)) != 0 {
 		t.Errorf("idle fabric: active %v, idle %v, storage %v: want nothing", f.Active, idleByGPU(f), storageFlagged(f))
 	}
@@ -334,6 +335,18 @@ func TestFabricBalanceEdges(t *testing.T) {
 	f = audit.FabricBalance(n, uses, sample(t0, 5, 0), sample(t0.Add(10*time.Second), 4294967295, 100e9))
 	if !slices.ContainsFunc(f.Degraded, func(d string) bool { return strings.Contains(d, "mlx5_0:1: c/mlx5_0 holds 4294967295") }) {
 		t.Errorf("saturated: degraded %q", f.Degraded)
+	}
+	// A link rate unknown (0): the floor is 1 Gb/s = 125 MB/s, so 1 MB/s
+	// on mlx5_1 is no traffic and mlx5_0 is not called idle.
+	unknown := func(s audit.FabricSample) audit.FabricSample {
+		for i := range s.Ports {
+			s.Ports[i].RateGbps = 0
+		}
+		return s
+	}
+	f = audit.FabricBalance(n, uses, unknown(sample(t0, 0, 0)), unknown(sample(t0.Add(10*time.Second), 0, 2.5e6)))
+	if f.Active || f.FloorBytesPerSecond != 125e6 || len(f.GPUs[0].Idle) != 0 {
+		t.Errorf("unknown link rate, 1 MB/s: active %v, floor %g, idle %v: want not active, 1.25e8, none", f.Active, f.FloorBytesPerSecond, f.GPUs[0].Idle)
 	}
 	f = audit.FabricBalance(n, uses, sample(t0, 0, 0), sample(t0, 0, 100e9))
 	if len(f.Degraded) != 2 || f.Active {
