@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
+
+	"github.com/gpuaffinity/gpuaffinity/audit"
 )
 
 // benchScrape GETs url b.N times, reading the whole answer.
@@ -78,5 +81,29 @@ func BenchmarkCollectNVML(b *testing.B) {
 		}
 		p.labels.endRun()
 		p.lastN = len(s.ms)
+	}
+}
+
+// BenchmarkCollectJobsFabric is the fabric half of the jobs collector
+// alone on dgx-h100 (Options.Jobs): one audit.FabricSampler sample of the
+// 12 ports' transmit counters and FabricBalance against the previous
+// sample, every GPU busy; the GPU process listing (audit.Uses) is not in
+// it. Compare BenchmarkScrapeRDMA, the rdma collector's read of the
+// same ports.
+func BenchmarkCollectJobsFabric(b *testing.B) {
+	root, node := fixture(b, "dgx-h100")
+	e := newExporter(b, root, node, nil, func(o *Options) { o.Jobs = true })
+	var uses []audit.Use
+	for g := range 8 {
+		uses = append(uses, audit.Use{PID: 100 + g, GPUs: []int{g}})
+	}
+	at := time.Unix(0, 0)
+	e.jobsFabric.sampler.Now = func() time.Time { at = at.Add(15 * time.Second); return at }
+	b.ReportAllocs()
+	for b.Loop() {
+		var s sink
+		if err := e.jobsFabric.collectFabric(b.Context(), node, uses, &s); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
