@@ -242,8 +242,8 @@ func (p FabricPort) Name() string { return p.Device + ":" + strconv.Itoa(p.Port)
 // saturates instead, and one at its maximum is not used), vanished,
 // appeared or could not be read is Degraded, named with its file: it
 // gets no rate and is never judged.
-func FabricBalance(n topology.Node, uses []Use, prev, cur FabricSample) (f Fabric) {
-	f = Fabric{BusyGPUs: busyGPUs(uses), GPUs: []FabricGPUs{}, Ports: []FabricPort{}, Degraded: []string{}}
+func FabricBalance(n topology.Node, uses []Use, prev, cur FabricSample) Fabric {
+	f := Fabric{BusyGPUs: busyGPUs(uses), GPUs: []FabricGPUs{}, Ports: []FabricPort{}, Degraded: []string{}}
 	f.Seconds = cur.At.Sub(prev.At).Seconds()
 	for _, u := range prev.Unread {
 		f.Degraded = append(f.Degraded, "first sample: "+u)
@@ -314,8 +314,8 @@ func FabricBalance(n topology.Node, uses []Use, prev, cur FabricSample) (f Fabri
 		f.FloorBytesPerSecond = max(activeShare*busiest.link, activeFloorBytes)
 	}
 	f.Active = len(f.BusyGPUs) > 0 && busiest != nil && busiest.rate >= f.FloorBytesPerSecond
-	defer func() { f.GPUs = gpuGroups(n, f.BusyGPUs, f.Ports) }()
 	if !f.Active {
+		f.GPUs = gpuGroups(n, f.BusyGPUs, f.Ports)
 		return f
 	}
 	f.IdleBelowBytesPerSecond = idleShare * busiest.rate
@@ -332,6 +332,7 @@ func FabricBalance(n topology.Node, uses []Use, prev, cur FabricSample) (f Fabri
 	for _, m := range storage {
 		f.Ports[m.at].ComputeTraffic = m.rate >= f.StorageFromBytesPerSecond
 	}
+	f.GPUs = gpuGroups(n, f.BusyGPUs, f.Ports)
 	return f
 }
 
