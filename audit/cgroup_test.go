@@ -23,6 +23,14 @@ func TestPlaceCgroup(t *testing.T) {
 		{"kube cgroupfs besteffort v2", "0::/kubepods/besteffort/pod7f0c1e2a-3b4c-4d5e-8f60-718293a4b5c6/abc\n", "/kubepods/besteffort/pod7f0c1e2a-3b4c-4d5e-8f60-718293a4b5c6/abc", nil, &Pod{"7f0c1e2a-3b4c-4d5e-8f60-718293a4b5c6", "besteffort"}},
 		{"kube systemd burstable", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5a4b3c2d_1e0f_4a9b_8c7d_6e5f4a3b2c1d.slice/crio-1f2e.scope\n",
 			"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5a4b3c2d_1e0f_4a9b_8c7d_6e5f4a3b2c1d.slice/crio-1f2e.scope", nil, &Pod{"5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d", "burstable"}},
+		// Read from the agent's pod, in a cgroup namespace of its own
+		// (cgroup v2): a process outside it shows its path relative to
+		// the reader's namespace root, going up with ".." components
+		// (cgroup_namespaces(7)); the shapes are still found.
+		{"kube systemd from another pod's cgroup namespace", "0::/../../kubepods-besteffort.slice/kubepods-besteffort-pod7f0c1e2a_3b4c_4d5e_8f60_718293a4b5c6.slice/cri-containerd-abc.scope\n",
+			"/../../kubepods-besteffort.slice/kubepods-besteffort-pod7f0c1e2a_3b4c_4d5e_8f60_718293a4b5c6.slice/cri-containerd-abc.scope", nil, &Pod{"7f0c1e2a-3b4c-4d5e-8f60-718293a4b5c6", "besteffort"}},
+		{"slurm v2 from a pod's cgroup namespace", "0::/../../../../system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
+			"/../../../../system.slice/slurmstepd.scope/job_4242/step_0/user/task_0", &Job{"4242", "0"}, nil},
 		{"user session", "0::/user.slice/user-1000.slice/session-2.scope\n", "/user.slice/user-1000.slice/session-2.scope", nil, nil},
 		{"docker", v1("/docker/0123abcd"), "/docker/0123abcd", nil, nil},
 		{"empty", "", "", nil, nil},

@@ -10,6 +10,10 @@
 #   7. NVLink fabric: NVML's fabric and platform answers as topo reads them,
 #      beside nvidia-smi's fabric.* query fields, and the IMEX view
 #   8. the fleet series of step 5's agent (docs/fleet.md): placement, layout
+#   9. the job audit: a real CUDA process pinned with taskset to its GPU's
+#      CPUs, then to CPUs off them; gpuaffinity audit must say aligned, then
+#      misaligned (and the agent's gpuaffinity_gpu_processes, where it has
+#      --collector.jobs)
 # Every step prints PASS/FAIL/SKIP and its wall time. The script ends with a
 # summary and exits 1 if any step failed, 2 if it cannot run here. Details:
 # scripts/gpu-check.md.
@@ -24,8 +28,9 @@ usage() {
 usage: gpu-check.sh [options] [BINARY]
 
 Checks gpuaffinity on a live NVIDIA GPU host: topo against nvidia-smi topo -m,
-snapshot replay, the NCCL topology file inside NCCL, check, and the agent's
-/metrics. Each step prints PASS/FAIL/SKIP and its time in ms. At the end comes
+snapshot replay, the NCCL topology file inside NCCL, check, the agent's
+/metrics, and audit's verdicts on a CUDA process pinned on and off its GPU's
+CPUs. Each step prints PASS/FAIL/SKIP and its time in ms. At the end comes
 a summary. Exit status: 0 all passed or skipped, 1 a step failed, 2 cannot
 run (no nvidia-smi, no binary, bad option).
 
@@ -36,7 +41,7 @@ run (no nvidia-smi, no binary, bad option).
                     Step 1 compares topo's own nvidia-smi-style table with
                     its JSON, step 2 snapshots the demo machine's root, step 3
                     self-tests the XML comparer and skips NCCL, steps 4-5 run
-                    with --demo.
+                    with --demo, step 9 runs audit --demo and skips.
   --strict-health   an unhealthy node (check exit 1, /readyz 503) fails
                     steps 4 and 5. By default those steps check that
                     gpuaffinity ran correctly and only report the verdict.
@@ -694,9 +699,89 @@ def cmd_fabric(topo_json, smi_csv):
     return 1 if bad else 0
 
 
+# ---- step 9: the job audit ------------------------------------------------------
+def parse_cpus(text):
+    out = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def fmt_cpus(cpus):
+    cpus, out, i = sorted(cpus), [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
+        i = j + 1
+    return ",".join(out)
+
+
+def cmd_jobs_plan(topo_json):
+    """The first GPU NVML lists with a UUID and local CPUs this script may
+    run on: shell assignments of its index, UUID, local CPUs, the allowed
+    ones among them (on) and the allowed CPUs not local to it (off)."""
+    import os
+    import shlex
+    with open(topo_json) as f:
+        n = json.load(f)
+    allowed = os.sched_getaffinity(0)
+    for g in n.get("gpus") or []:
+        if g.get("nvml_index") is None or not g.get("uuid") or g.get("state", "ok") != "ok":
+            continue
+        local = parse_cpus((g.get("locality") or {}).get("cpus"))
+        on = local & allowed
+        if not on:
+            continue
+        print("J_GPU=%d J_UUID=%s J_LOCAL=%s J_ON=%s J_OFF=%s" % (
+            g["index"], shlex.quote(g["uuid"]), shlex.quote(fmt_cpus(local)),
+            shlex.quote(fmt_cpus(on)), shlex.quote(fmt_cpus(allowed - local))))
+        return 0
+    print("no GPU listed by NVML with a UUID and local CPUs this script may use (allowed %s)" % fmt_cpus(allowed),
+          file=sys.stderr)
+    return 1
+
+
+def cmd_jobs_verdict(audit_json, pid, gpu, want):
+    """Exit 0 when audit -o json lists pid on GPU gpu with verdict want, 1
+    when it lists it otherwise or not at all, 3 when it does not list it
+    and says some GPU's processes could not be listed."""
+    with open(audit_json) as f:
+        d = json.load(f)
+    pid, gpu = int(pid), int(gpu)
+    if d.get("schema") != "gpuaffinity.audit/v1":
+        print("  schema is %r, want gpuaffinity.audit/v1" % d.get("schema"))
+        return 1
+    procs = d.get("processes") or []
+    unread = d.get("unread") or []
+    print("  audit lists %d GPU process(es)%s" % (len(procs), "; not listed: " + "; ".join(unread) if unread else ""))
+    mine = [p for p in procs if p.get("pid") == pid]
+    if not mine:
+        print("  pid %d is not among them" % pid)
+        return 3 if unread else 1
+    p = mine[0]
+    print("  pid %d %s: gpus %s, cpus %s, mems %s; the GPU's CPUs %s: %s (%s)" % (
+        pid, p.get("command"), p.get("gpus"), p.get("cpus"), p.get("mems"), p.get("gpu_cpus"),
+        p.get("verdict"), p.get("reason")))
+    bad = []
+    if gpu not in (p.get("gpus") or []):
+        bad.append("on GPUs %s, want GPU %d" % (p.get("gpus"), gpu))
+    if p.get("verdict") != want:
+        bad.append("verdict %s, want %s" % (p.get("verdict"), want))
+    for b in bad:
+        print("  DIFF pid %d: %s" % (pid, b))
+    return 1 if bad else 0
+
+
 def main():
     cmds = {"smi": cmd_smi, "jsondiff": cmd_jsondiff, "nccl": cmd_nccl, "check": cmd_check,
-            "count-gpus": cmd_count_gpus, "storage": cmd_storage, "fabric": cmd_fabric}
+            "count-gpus": cmd_count_gpus, "storage": cmd_storage, "fabric": cmd_fabric,
+            "jobs-plan": cmd_jobs_plan, "jobs-verdict": cmd_jobs_verdict}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         print("usage: gpu_check_helpers.py %s ARGS..." % "|".join(cmds), file=sys.stderr)
         return 2
@@ -1180,6 +1265,166 @@ step8() {
   step_end "$st" "$note"
 }
 
+# ---- step 9: the job audit ---------------------------------------------------------------
+# A real CUDA process: python3's ctypes on the driver's libcuda.so.1 (cuInit,
+# a primary context, 1 MiB of device memory), which every host with the
+# driver has, so neither torch nor nvcc is needed. NVML then lists it on
+# its GPU (CUDA_VISIBLE_DEVICES=<the GPU's UUID>). GPU_CHECK_PIN pins it
+# from inside where taskset is missing.
+CUDA_CHILD='
+import ctypes, os, sys, time
+pin = os.environ.get("GPU_CHECK_PIN")
+if pin:
+    cpus = set()
+    for part in pin.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    os.sched_setaffinity(0, cpus)
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+except OSError as e:
+    print("no libcuda.so.1:", e, flush=True)
+    sys.exit(4)
+def ck(r, what):
+    if r != 0:
+        print("CUDA error %d in %s" % (r, what), flush=True)
+        sys.exit(3)
+ck(cuda.cuInit(0), "cuInit")
+dev, ctx, mem = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+ck(cuda.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+ck(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+ck(cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+ck(cuda.cuMemAlloc_v2(ctypes.byref(mem), ctypes.c_size_t(1 << 20)), "cuMemAlloc")
+print("ready", os.getpid(), flush=True)
+time.sleep(float(sys.argv[1]))
+'
+
+JOB_PID="" JOB_CHILD=""
+# job_start NAME CPUS: the CUDA process on J_UUID, pinned to CPUS, in the
+# background (stopped on exit like the agent); waits up to 60 s for it to
+# hold its context and sets JOB_CHILD to its pid. Returns 4 without
+# libcuda.so.1, 1 on any other failure.
+job_start() {
+  local name=$1 cpus=$2 t0 pin=() envs=(CUDA_VISIBLE_DEVICES="$J_UUID")
+  if command -v taskset >/dev/null 2>&1; then pin=(taskset -c "$cpus"); else envs+=(GPU_CHECK_PIN="$cpus"); fi
+  local cmd=(timeout -k 5 300 ${pin[@]+"${pin[@]}"} "$PY" -c "$CUDA_CHILD" 290)
+  printf '  $ %s %s &\n' "${envs[*]}" "$(quote "${pin[@]+"${pin[@]}"}" "$PY" -c '<CUDA program>' 290)"
+  env "${envs[@]}" "${cmd[@]}" >"$OUT/$name.out" 2>&1 </dev/null &
+  JOB_PID=$! JOB_CHILD=""
+  AGENT_PIDS+=("$JOB_PID")
+  t0=$(now_ms)
+  while (($(now_ms) - t0 < 60000)); do
+    JOB_CHILD=$(awk '$1 == "ready" { print $2; exit }' "$OUT/$name.out")
+    [[ -n $JOB_CHILD ]] && break
+    kill -0 "$JOB_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ -z $JOB_CHILD ]]; then
+    indent "$OUT/$name.out" 10
+    kill -TERM "$JOB_PID" 2>/dev/null   # still starting after 60 s
+    wait "$JOB_PID" 2>/dev/null
+    (($? == 4)) && return 4
+    return 1
+  fi
+  echo "    pid $JOB_CHILD on GPU $J_GPU ($J_UUID), CPUs $cpus, ready after $(($(now_ms) - t0)) ms"
+}
+
+job_stop() {
+  kill -TERM "$JOB_PID" 2>/dev/null
+  wait "$JOB_PID" 2>/dev/null
+}
+
+# job_audit NAME WANT: gpuaffinity audit -o json, and the verdict of
+# JOB_CHILD on J_GPU; returns the helper's answer (0, 1, 3).
+job_audit() {
+  run "$1" 60 "$BIN" audit --no-env -o json
+  ((RC == 0)) || { indent "$OUT/$1.err" 10; return 1; }
+  py jobs-verdict "$OUT/$1.out" "$JOB_CHILD" "$J_GPU" "$2"
+}
+
+# job_series: the agent, with --collector.jobs, while the aligned process
+# runs: gpuaffinity_gpu_processes of its GPU counts it as aligned. Sets
+# SERIES_NOTE; returns 1 on a failure, 0 otherwise (also when the agent
+# has no --collector.jobs, which the note says).
+SERIES_NOTE=""
+job_series() {
+  SERIES_NOTE=""
+  if ! "$BIN" agent --help 2>&1 | grep -q -- '--collector.jobs'; then
+    SERIES_NOTE="this agent has no --collector.jobs: series not checked"; return 0
+  fi
+  [[ -n $CURL ]] || { SERIES_NOTE="curl not found: series not checked"; return 0; }
+  local state=$OUT/step9-agent-state t0 code=000 line val
+  rm -rf "$state"
+  agent_start step9-agent "$state" -- --collector.jobs || { SERIES_NOTE="could not start the agent"; return 1; }
+  t0=$(now_ms)
+  while (($(now_ms) - t0 < READY_TIMEOUT_S * 1000)); do
+    kill -0 "$AGENT_PID" 2>/dev/null || break
+    code=$(timeout 5 "$CURL" -s -o "$OUT/step9-readyz.txt" -w '%{http_code}' --max-time 3 "http://127.0.0.1:$AGENT_PORT/readyz" 2>/dev/null)
+    [[ $code == 200 ]] && break
+    [[ $code == 503 ]] && ! grep -q 'no discovery yet' "$OUT/step9-readyz.txt" && break
+    sleep 0.1
+  done
+  timeout 30 "$CURL" -s --max-time 25 -o "$OUT/step9-metrics.txt" "http://127.0.0.1:$AGENT_PORT/metrics"
+  agent_stop
+  grep '^gpuaffinity_gpu_processes{' "$OUT/step9-metrics.txt" 2>/dev/null | grep -E "[{,]gpu=\"$J_GPU\"[,}]" | sed 's/^/    | /'
+  line=$(grep '^gpuaffinity_gpu_processes{' "$OUT/step9-metrics.txt" 2>/dev/null |
+    grep -E "[{,]gpu=\"$J_GPU\"[,}]" | grep 'verdict="aligned"' | head -n 1)
+  val=${line##* }
+  if [[ -z $line ]] || ! awk -v v="$val" 'BEGIN { exit !(v >= 1) }'; then
+    SERIES_NOTE="gpuaffinity_gpu_processes{gpu=\"$J_GPU\",verdict=\"aligned\"} is ${val:-absent}, want 1 or more"
+    indent "$OUT/step9-agent.log" 10
+    return 1
+  fi
+  SERIES_NOTE="agent: gpuaffinity_gpu_processes{gpu=\"$J_GPU\",verdict=\"aligned\"} $val"
+}
+
+step9() {
+  step_begin 9 "job audit: a CUDA process pinned on and off its GPU's CPUs, gpuaffinity audit -o json"
+  if [[ -n $DEMO ]]; then
+    run step9-audit 60 "$BIN" audit "${DEMO_FLAGS[@]}" --no-env -o json
+    ((RC == 0)) || { indent "$OUT/step9-audit.err" 10; step_end FAIL "audit --demo failed (rc=$RC)"; return; }
+    grep -q '"schema": *"gpuaffinity.audit/v1"' "$OUT/step9-audit.out" || { step_end FAIL "audit -o json has no schema gpuaffinity.audit/v1"; return; }
+    step_end SKIP "demo: no live process to audit (audit -o json answered)"; return
+  fi
+  [[ -n $PY ]] || { step_end SKIP "python3 missing: it runs the CUDA process and reads the audit"; return; }
+  run step9-topo 60 "$BIN" topo -o json
+  ((RC == 0)) || { indent "$OUT/step9-topo.err" 10; step_end FAIL "topo -o json failed (rc=$RC)"; return; }
+  local plan J_GPU J_UUID J_LOCAL J_ON J_OFF
+  if ! plan=$(py jobs-plan "$OUT/step9-topo.out" 2>"$OUT/step9-plan.err"); then
+    indent "$OUT/step9-plan.err" 5
+    step_end SKIP "no GPU to run on: $(head -n 1 "$OUT/step9-plan.err")"; return
+  fi
+  eval "$plan"
+  echo "  GPU $J_GPU ($J_UUID): local CPUs $J_LOCAL; pinned on $J_ON; off it: ${J_OFF:-none}"
+  local st=PASS note="" r
+  # 1. pinned to the GPU's local CPUs: aligned.
+  job_start step9-aligned "$J_ON"; r=$?
+  if ((r == 4)); then step_end SKIP "no libcuda.so.1: no CUDA process to audit"; return; fi
+  if ((r != 0)); then step_end FAIL "the CUDA process did not start (see step9-aligned.out)"; return; fi
+  job_audit step9-audit-aligned aligned; r=$?
+  if ((r == 3)); then
+    job_stop
+    step_end SKIP "NVML did not list the GPUs' processes (run as root)"; return
+  fi
+  ((r == 0)) || { st=FAIL note="pinned to the GPU's CPUs: not listed aligned on GPU $J_GPU"; }
+  job_series || { st=FAIL note="${note:+$note; }$SERIES_NOTE"; }
+  [[ -n $SERIES_NOTE ]] && echo "  $SERIES_NOTE"
+  job_stop
+  # 2. pinned to CPUs off the GPU's (the other socket): misaligned.
+  if [[ -z $J_OFF ]]; then
+    echo "  every CPU this script may use is local to GPU $J_GPU (one NUMA node, or a cpuset): misaligned not tried"
+    [[ $st == PASS ]] && note="aligned as pinned; misaligned not tried (no CPU off the GPU's)"
+  else
+    job_start step9-misaligned "$J_OFF" || { step_end FAIL "${note:+$note; }the second CUDA process did not start"; return; }
+    job_audit step9-audit-misaligned misaligned; r=$?
+    ((r == 0)) || { st=FAIL note="${note:+$note; }pinned off the GPU's CPUs: not listed misaligned on GPU $J_GPU"; }
+    job_stop
+    [[ $st == PASS ]] && note="aligned on $J_ON, misaligned on $J_OFF"
+  fi
+  [[ $st == PASS && $SERIES_NOTE == agent:* ]] && note="$note; $SERIES_NOTE"
+  step_end "$st" "$note"
+}
+
 T_ALL=$(now_ms)
 step1
 step2
@@ -1189,6 +1434,7 @@ step5
 step6
 step7
 step8
+step9
 
 # ---- summary -------------------------------------------------------------------------
 printf '\n=== Summary (%s%s) ===\n' "$(hostname 2>/dev/null)" "${DEMO:+, demo $DEMO}"

@@ -5,7 +5,8 @@
 // github.com/coreos/go-systemd/v22/daemon). Outside systemd ($NOTIFY_SOCKET
 // unset) every call does nothing and returns nil.
 //
-// The unit files, gpuaffinity.service and gpuaffinity.socket, the agent's
+// The unit files, gpuaffinity.service and gpuaffinity.socket, the job
+// audit's drop-in (jobs.conf, ProtectProc=default), the agent's
 // part of /etc/default/gpuaffinity (gpuaffinity.default) and their
 // install notes (README.md) sit beside this package; deploy/internal/pkgbuild
 // puts them in the .deb and .rpm. Errors name the socket; a service manager that

@@ -130,6 +130,12 @@ var wantValues = map[string][]wantValue{
 		{"Failed checks", "A", nil, 0},
 		{"XIDs since the agent started", "A", map[string]string{"gpu": "1"}, 0},
 		{"Failed discoveries in range", "A", nil, 0},
+		// The Jobs row: the demo machine runs no GPU process, so no
+		// process is misbound and no NIC is flagged.
+		{"GPU processes", "A", nil, 0},
+		{"GPU processes misbound", "A", nil, 0},
+		{"Idle compute NICs", "A", nil, 0},
+		{"Storage NICs carrying compute traffic", "A", nil, 0},
 	},
 	faultsDemo: {
 		{"GPUs", "A", nil, 8},
@@ -427,8 +433,10 @@ func startAgent(t *testing.T, bin, demo, addr string) *agentProc {
 	t.Helper()
 	tmp := t.TempDir()
 	a := &agentProc{addr: addr, stderr: &promtest.SyncBuffer{}, exited: make(chan struct{})}
+	// --collector.jobs: the Jobs row's series (the job audit is off by
+	// default; docs/audit.md, "In the agent").
 	cmd := exec.Command(bin, "agent", "--demo", demo, "--state-dir", filepath.Join(tmp, "state"),
-		"--web.listen-address", a.addr)
+		"--web.listen-address", a.addr, "--collector.jobs")
 	// The demo machine is built under TMPDIR; no GPUAFFINITY_* setting of
 	// the caller reaches the agent.
 	cmd.Env = []string{"TMPDIR=" + tmp}

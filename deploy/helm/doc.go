@@ -11,7 +11,9 @@
 // prometheus-operator API type, and hold the default render equal, object
 // by object, to a kustomize build of deploy/kubernetes, and the render
 // with fleet.enabled (the opt-in fleet labeller, off by default) equal to
-// that and a kustomize build of deploy/kubernetes/fleet. They also render
+// that and a kustomize build of deploy/kubernetes/fleet, and the render
+// with jobs.enabled (the job audit, off by default: hostPID) equal to an
+// overlay of deploy/kubernetes with its jobs component. They also render
 // with every value changed and check that each change lands, that the
 // schema refuses misspelt values, that README.md's values table lists
 // every value, and that the chart's copy of the alerting rules is the

@@ -133,8 +133,14 @@ func TestSiteValues(t *testing.T) {
 	// NFD off: no --nfd-file, and no features.d volume or mount (the IMEX
 	// channel directory stays: gpu.imex reads it). The extra arguments
 	// come last, in order.
+	// The job audit on, with its per-job series: after the chart's own
+	// arguments, before the extra ones; hostPID with it.
 	wantArgs := []string{"agent", "--root=/", "--state-dir=/run/gpuaffinity", "--web.listen-address=:19400",
+		"--collector.jobs=true", "--collector.jobs.info=true",
 		"--log.format=json", "--expect=/etc/gpuaffinity/expect.yaml"}
+	if !ps.HostPID {
+		t.Errorf("hostPID false with jobs.enabled")
+	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
@@ -259,6 +265,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"fleet timeout without unit", map[string]any{"fleet": map[string]any{"timeout": "60"}}, "timeout"},
 		{"fleet deadline not an integer", map[string]any{"fleet": map[string]any{"activeDeadlineSeconds": "10m"}}, "activeDeadlineSeconds"},
 		{"fleet GOMEMLIMIT syntax", map[string]any{"fleet": map[string]any{"goMemLimit": "100MB"}}, "goMemLimit"},
+		{"misspelt jobs key", map[string]any{"jobs": map[string]any{"enable": true}}, "enable"},
+		{"jobs enabled as string", map[string]any{"jobs": map[string]any{"enabled": "true"}}, "enabled"},
 		{"fleet toleration operator", map[string]any{"fleet": map[string]any{"tolerations": []any{map[string]any{"key": "a", "operator": "Exist"}}}}, "operator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -222,6 +222,8 @@ func TestAlertRules(t *testing.T) {
 		// Issue 18: AMD Instinct. PCIe replays are one vendor-neutral alert.
 		"GPUAffinityAMDGPUDown", "GPUAffinityAMDGPUUncorrectableRAS", "GPUAffinityAMDXGMILinkDown",
 		"GPUAffinityPCIeReplaysRising",
+		// Issue 35: the agent's job audit.
+		"GPUAffinityJobMisbound",
 	} {
 		if !seen[want] {
 			t.Errorf("no alert %s", want)
