@@ -4,7 +4,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
+	"time"
 )
 
 // benchScrape GETs url b.N times, reading the whole answer.
@@ -79,4 +81,46 @@ func BenchmarkCollectNVML(b *testing.B) {
 		p.labels.endRun()
 		p.lastN = len(s.ms)
 	}
+}
+
+// BenchmarkScrapeJobs is BenchmarkScrape with the jobs collector off and
+// on, side by side on the same input: the dgx-h100 root with the
+// recorded processes of audit/testdata/dgx-h100-jobs (six processes on
+// six GPUs, one list not recorded). off and on are each one scrape;
+// pair scrapes off then on at each iteration and reports the median of
+// the pairs' on/off time ratios (on/off), which a loaded machine's drift
+// cancels from, as peerbench's figures do (docs/bench.md). The goal is
+// on/off ≤ 1.10.
+func BenchmarkScrapeJobs(b *testing.B) {
+	root, node := jobsFixture(b, "dgx-h100", "dgx-h100-jobs")
+	off := httptest.NewServer(jobsExporter(b, root, node, false, false).Handler())
+	defer off.Close()
+	on := httptest.NewServer(jobsExporter(b, root, node, true, false).Handler())
+	defer on.Close()
+	b.Run("off", func(b *testing.B) { benchScrape(b, off.URL) })
+	b.Run("on", func(b *testing.B) { benchScrape(b, on.URL) })
+	b.Run("pair", func(b *testing.B) {
+		b.ReportAllocs()
+		var ratios []float64
+		get := func(url string) time.Duration {
+			start := time.Now()
+			resp, err := http.Get(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatalf("status %d, %v", resp.StatusCode, err)
+			}
+			return time.Since(start)
+		}
+		for b.Loop() {
+			tOff := get(off.URL)
+			tOn := get(on.URL)
+			ratios = append(ratios, float64(tOn)/float64(tOff))
+		}
+		slices.Sort(ratios)
+		b.ReportMetric(ratios[len(ratios)/2], "on/off")
+	})
 }

@@ -152,5 +152,6 @@ var (
 		descNVMeInfo, descNVMeGen, descNVMeMaxGen, descNVMeWidth, descNVMeMaxWidth,
 		descStorageNVMePair, descStorageNICPair,
 		descGDSNvidiaFS, descGDSP2PDMA, descIOMMUInfo, descMountInfo, descMountNICs,
+		descGPUProcesses, descGPUProcessesListed, descJobInfo,
 	}
 )

@@ -104,6 +104,18 @@ type Options struct {
 	// it from a command line. A name that is no collector is an error of
 	// New.
 	Collectors map[string]bool
+	// Jobs turns on the jobs collector (CollectorJobs, the agent's
+	// --collector.jobs): at each scrape the processes on the GPUs, from
+	// NVML's process lists and KFD's per-process entries, each held to
+	// its GPU's locality (package audit; no environment read), counted
+	// per GPU and verdict. Off by default: it reads every GPU process's
+	// /proc entries, and needs the host's PID namespace (docs/metrics.md,
+	// "Jobs").
+	Jobs bool
+	// JobsInfo adds, with Jobs, gpuaffinity_job_info: one series per GPU
+	// and Slurm job step or pod with a process on it (the agent's
+	// --collector.jobs.info).
+	JobsInfo bool
 }
 
 // DefaultTimeout is a collector's deadline when Options.Timeout is 0.
@@ -183,6 +195,10 @@ func New(opts Options) (*Exporter, error) {
 	}
 	if on[CollectorStorage] {
 		e.parts = append(e.parts, &collector{name: CollectorStorage, run: (&discoveryCollector{labels: e.gpus, render: collectStorage}).collect})
+	}
+	if opts.Jobs {
+		j := &jobsCollector{root: root, nvml: opts.NVML, labels: e.gpus, info: opts.JobsInfo}
+		e.parts = append(e.parts, &collector{name: CollectorJobs, run: j.collect, applies: hasGPU})
 	}
 	for _, c := range []prometheus.Collector{
 		ownDescs{},
