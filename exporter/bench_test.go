@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -88,9 +89,11 @@ func BenchmarkCollectNVML(b *testing.B) {
 // recorded processes of audit/testdata/dgx-h100-jobs (six processes on
 // six GPUs, one list not recorded). off and on are each one scrape;
 // pair scrapes off then on at each iteration and reports the median of
-// the pairs' on/off time ratios (on/off), which a loaded machine's drift
-// cancels from, as peerbench's figures do (docs/bench.md). The goal is
-// on/off ≤ 1.10.
+// the pairs' on/off wall time ratios (on/off; a loaded machine's drift
+// cancels from a pair, as in peerbench's figures, docs/bench.md) and
+// the ratio of the process's CPU time (user + system, getrusage) spent
+// in the on scrapes to that in the off ones (cpu-on/off; the server
+// runs in this process). The goal is ≤ 1.10.
 func BenchmarkScrapeJobs(b *testing.B) {
 	root, node := jobsFixture(b, "dgx-h100", "dgx-h100-jobs")
 	off := httptest.NewServer(jobsExporter(b, root, node, false, false).Handler())
@@ -102,8 +105,9 @@ func BenchmarkScrapeJobs(b *testing.B) {
 	b.Run("pair", func(b *testing.B) {
 		b.ReportAllocs()
 		var ratios []float64
-		get := func(url string) time.Duration {
-			start := time.Now()
+		var cpuOff, cpuOn time.Duration
+		get := func(url string) (wall, cpu time.Duration) {
+			c0, start := cpuTime(b), time.Now()
 			resp, err := http.Get(url)
 			if err != nil {
 				b.Fatal(err)
@@ -113,14 +117,25 @@ func BenchmarkScrapeJobs(b *testing.B) {
 			if err != nil || resp.StatusCode != 200 {
 				b.Fatalf("status %d, %v", resp.StatusCode, err)
 			}
-			return time.Since(start)
+			return time.Since(start), cpuTime(b) - c0
 		}
 		for b.Loop() {
-			tOff := get(off.URL)
-			tOn := get(on.URL)
-			ratios = append(ratios, float64(tOn)/float64(tOff))
+			wOff, cOff := get(off.URL)
+			wOn, cOn := get(on.URL)
+			ratios = append(ratios, float64(wOn)/float64(wOff))
+			cpuOff, cpuOn = cpuOff+cOff, cpuOn+cOn
 		}
 		slices.Sort(ratios)
 		b.ReportMetric(ratios[len(ratios)/2], "on/off")
+		b.ReportMetric(float64(cpuOn)/float64(cpuOff), "cpu-on/off")
 	})
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

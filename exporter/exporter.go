@@ -127,7 +127,8 @@ const DefaultTimeout = 5 * time.Second
 // NVLinks, read from NVML), amdgpu (AMD GPUs, read from amdgpu's sysfs;
 // only where the last discovery has one), rdma (RDMA ports, read from
 // sysfs), topology (the last good discovery's pairing) and storage (its
-// storage layer); Options.Collectors may switch them off,
+// storage layer), and with Options.Jobs a sixth, jobs (the GPU
+// processes' audit, jobs.go); Options.Collectors may switch the five off,
 // and the NVLink series apart (the nvlink collector, which runs under
 // that name where nvml is off). Each has Options.Timeout to finish; one
 // that fails reports gpuaffinity_scrape_collector_success 0 and keeps the
