@@ -46,6 +46,7 @@ func TestThreadReads(t *testing.T) {
 			write(fmt.Sprintf("proc/%d/task/%d/status", p.pid, tid), status(cpus))
 		}
 	}
+	write("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n")
 	n := topology.Node{CPU: topology.CPUInfo{Online: cpuset.Of(0, 1, 2, 3, 4)},
 		GPUs: []topology.GPU{{Index: 0, Locality: topology.Locality{CPUs: cpuset.Of(0, 1)}}}}
 	uses := []Use{{PID: 10, GPUs: []int{0}}, {PID: 20, GPUs: []int{0}}}
@@ -63,11 +64,11 @@ func TestThreadReads(t *testing.T) {
 		t.Errorf("20: %s, unread %q: want aligned on its own status, and the budget said", p20.Verdict, p20.Unread)
 	}
 	if p20.User != "0" {
-		t.Errorf("20: user %q, want the uid's number with NoUsers", p20.User)
+		t.Errorf("20: user %q, want the uid's number with NoUsers (etc/passwd names it root)", p20.User)
 	}
 
 	rep = Run(n, root, uses, nil, Options{NoEnv: true})
-	if p20 := rep.Processes[1]; p20.Verdict != Partly || len(p20.Unread) != 0 {
-		t.Errorf("20 without a budget: %s, unread %q: want partly (thread 22), all read", p20.Verdict, p20.Unread)
+	if p20 := rep.Processes[1]; p20.Verdict != Partly || len(p20.Unread) != 0 || p20.User != "root" {
+		t.Errorf("20 without a budget: %s, unread %q, user %q: want partly (thread 22), all read, root", p20.Verdict, p20.Unread, p20.User)
 	}
 }

@@ -271,7 +271,12 @@ func TestJobsLint(t *testing.T) {
 	t.Parallel()
 	root, node := jobsFixture(t, "dgx-h100", "dgx-h100-jobs")
 	e := jobsExporter(t, root, node, true, true)
-	problems, err := testutil.GatherAndLint(e.Gatherer(), "gpuaffinity_gpu_processes", "gpuaffinity_gpu_processes_listed", "gpuaffinity_job_info")
+	names := []string{"gpuaffinity_gpu_processes", "gpuaffinity_gpu_processes_listed", "gpuaffinity_job_info"}
+	// The families linted are there: 35 + 8 + 4 series (TestJobsDGXH100).
+	if n, err := testutil.GatherAndCount(e.Gatherer(), names...); err != nil || n != 47 {
+		t.Fatalf("%d series of %v (%v), want 47", n, names, err)
+	}
+	problems, err := testutil.GatherAndLint(e.Gatherer(), names...)
 	if err != nil {
 		t.Fatal(err)
 	}
