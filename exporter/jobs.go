@@ -135,7 +135,7 @@ func jobVerdictMetrics(n *topology.Node, root *rootfs.Root, l audit.Listing, gpu
 	}
 	if len(over) > 0 {
 		errs = append(errs, fmt.Errorf("%d GPU processes, only the first %d (by PID) judged: the other %d are counted as unknown",
-			len(uses)+len(over), len(uses), len(over)))
+			maxJobProcesses+len(over), maxJobProcesses, len(over)))
 	}
 	spent := 0
 	for _, p := range rep.Processes {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -348,5 +349,34 @@ func TestJobLabelsBounded(t *testing.T) {
 	}
 	if len(s.errs) > 0 {
 		t.Error(s.errs)
+	}
+}
+
+// Past maxJobProcesses processes a scrape, the others are not read but
+// still counted, as unknown, on their GPUs.
+func TestJobProcessesCapped(t *testing.T) {
+	var uses []audit.Use
+	for pid := 1; pid <= maxJobProcesses+6; pid++ {
+		// Two entries for each PID (NVML and KFD), as audit.List gives.
+		uses = append(uses, audit.Use{PID: pid, GPUs: []int{0}}, audit.Use{PID: pid, GPUs: []int{pid % 2}})
+	}
+	keep, over := capJobProcesses(uses)
+	if len(keep) != 2*maxJobProcesses || keep[len(keep)-1].PID != maxJobProcesses {
+		t.Errorf("kept %d uses up to PID %d, want %d up to %d", len(keep), keep[len(keep)-1].PID, 2*maxJobProcesses, maxJobProcesses)
+	}
+	if len(over) != 6 || over[0].PID != maxJobProcesses+1 || over[0].Verdict != audit.Unknown {
+		t.Fatalf("over %+v, want 6 unknown from PID %d", over, maxJobProcesses+1)
+	}
+	for _, p := range over {
+		want := []int{0}
+		if p.PID%2 == 1 {
+			want = []int{0, 1}
+		}
+		if !slices.Equal(p.GPUs, want) {
+			t.Errorf("PID %d: GPUs %v, want %v", p.PID, p.GPUs, want)
+		}
+	}
+	if k, o := capJobProcesses(uses[:20]); len(k) != 20 || o != nil {
+		t.Errorf("10 processes: kept %d, over %v; want all kept", len(k), o)
 	}
 }
