@@ -74,9 +74,10 @@ type Options struct {
 	// Collectors switches the exporter's collectors
 	// (exporter.Options.Collectors); nil means all on.
 	Collectors map[string]bool
-	// Jobs turns on the exporter's job audit (exporter.Options.Jobs,
-	// --collector.jobs).
-	Jobs bool
+	// Jobs and JobsInfo turn on the exporter's job audit
+	// (exporter.Options.Jobs, JobsInfo; --collector.jobs,
+	// --collector.jobs.info).
+	Jobs, JobsInfo bool
 	// Version is shown on the landing page.
 	Version string
 	// Logger receives the agent's logs; nil discards them.
@@ -214,7 +215,7 @@ func New(opts Options) (*Agent, error) {
 	addrs := append([]string(nil), opts.ListenAddresses...)
 	a.flags = web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &opts.SystemdSocket, WebConfigFile: &opts.WebConfigFile}
 	exp, err := exporter.New(exporter.Options{Root: opts.Root, State: a.State, NVML: a.nv.current, XID: &a.xids, Logger: log,
-		Collectors: opts.Collectors, MaxRequestsInFlight: opts.MaxRequests, Jobs: opts.Jobs})
+		Collectors: opts.Collectors, MaxRequestsInFlight: opts.MaxRequests, Jobs: opts.Jobs, JobsInfo: opts.JobsInfo})
 	if err != nil {
 		return nil, err
 	}

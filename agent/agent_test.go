@@ -483,6 +483,36 @@ func TestNVMLShutdownAtExit(t *testing.T) {
 	}
 }
 
+// Options.Jobs reaches the exporter: the jobs collector runs and sends
+// its per-GPU series (the DGX H100's 8 GPUs, no process on them: every
+// list read, 0 of each verdict).
+func TestJobsOption(t *testing.T) {
+	root := fakesystest.JobsRoot(t, "dgx-h100", "../audit/testdata/dgx-h100-jobs", nil, nil)
+	lib, err := nvml.LoadReplay(filepath.Join(root, "nvml.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startAgent(t, Options{Root: root, NVML: lib, Jobs: true})
+	defer r.stop(t)
+	<-r.a.Ready()
+	_, m := r.get(t, "/metrics")
+	if !strings.Contains(m, `gpuaffinity_scrape_collector_success{collector="jobs"} 1`) {
+		t.Errorf("with Jobs, the jobs collector did not succeed:\n%s", grepLines(m, `collector="jobs"`))
+	}
+	listed, zeros := 0, 0
+	for line := range strings.SplitSeq(m, "\n") {
+		switch {
+		case strings.HasPrefix(line, "gpuaffinity_gpu_processes_listed{") && strings.HasSuffix(line, "} 1"):
+			listed++
+		case strings.HasPrefix(line, "gpuaffinity_gpu_processes{") && strings.HasSuffix(line, "} 0"):
+			zeros++
+		}
+	}
+	if listed != 8 || zeros != 40 {
+		t.Errorf("%d GPUs listed, %d gpu_processes series at 0: want 8 and 40 (8 GPUs x 5 verdicts)", listed, zeros)
+	}
+}
+
 // Options.Collectors reaches the exporter: --no-collector.nvlink drops
 // the NVLink series and keeps the GPUs'.
 func TestCollectorSwitches(t *testing.T) {

@@ -117,6 +117,17 @@ type Use struct {
 type Options struct {
 	// NoEnv skips /proc/PID/environ.
 	NoEnv bool
+	// NoUsers skips etc/passwd: User is the uid's number. The agent's
+	// series do not name users, and a site's passwd file may be
+	// megabytes.
+	NoUsers bool
+	// ThreadReads, when above 0, bounds the threads' status files read
+	// over the whole Run (each process's own cap, 4096, still applies):
+	// the work of a Run is then at most three reads per process and
+	// ThreadReads more. A process reached once it is spent is judged on
+	// the threads read (none: on its own status) and says so in Unread,
+	// as a process over the per-process cap does.
+	ThreadReads int
 }
 
 // Run audits every process of uses on node n, reading /proc under root.
@@ -124,9 +135,13 @@ type Options struct {
 // does not fail: every gap is in the Report, named with why.
 func Run(n topology.Node, root *rootfs.Root, uses []Use, unread []string, opts Options) Report {
 	rep := Report{Schema: Schema, Processes: []Process{}, Unread: append([]string{}, unread...)}
-	users := readPasswd(root)
+	var users map[int]string
+	if !opts.NoUsers {
+		users = readPasswd(root)
+	}
+	budget := threadBudget{left: opts.ThreadReads, bounded: opts.ThreadReads > 0}
 	for _, u := range mergeUses(uses) {
-		rep.Processes = append(rep.Processes, auditOne(n, root, u, users, opts))
+		rep.Processes = append(rep.Processes, auditOne(n, root, u, users, opts, &budget))
 	}
 	return rep
 }
@@ -162,7 +177,7 @@ func mergeUses(uses []Use) []Use {
 }
 
 // auditOne reads one process and judges it.
-func auditOne(n topology.Node, root *rootfs.Root, u Use, users map[int]string, opts Options) Process {
+func auditOne(n topology.Node, root *rootfs.Root, u Use, users map[int]string, opts Options, budget *threadBudget) Process {
 	p := Process{PID: u.PID, GPUs: u.GPUs, Sources: u.Sources, GPUNUMANodes: []int{}}
 	if p.GPUs == nil {
 		p.GPUs = []int{}
@@ -206,7 +221,7 @@ func auditOne(n topology.Node, root *rootfs.Root, u Use, users map[int]string, o
 
 	// The process can run wherever any of its threads may.
 	cpus, mems := p.CPUs, p.Mems
-	threads, terr := readThreads(root, u.PID)
+	threads, terr := readThreads(root, u.PID, budget)
 	if terr != nil {
 		p.Unread = append(p.Unread, "task: "+why(terr))
 	}

@@ -79,9 +79,20 @@ type thread struct {
 	cpus, mems cpuset.Set
 }
 
-// readThreads reads /proc/PID/task/*/status. A thread that ends while
-// it is read is left out (it no longer runs anywhere).
-func readThreads(root *rootfs.Root, pid int) ([]thread, error) {
+// threadBudget is what is left of Options.ThreadReads in one Run.
+type threadBudget struct {
+	left    int
+	bounded bool
+}
+
+// errBudget says the Run's thread budget was spent before all of a
+// process's threads were read.
+var errBudget = errors.New("the audit's thread budget (Options.ThreadReads) spent: only the threads before it read")
+
+// readThreads reads /proc/PID/task/*/status, at most maxThreads of
+// them, and no more than what is left of budget. A thread that ends
+// while it is read is left out (it no longer runs anywhere).
+func readThreads(root *rootfs.Root, pid int, budget *threadBudget) ([]thread, error) {
 	dir := fmt.Sprintf("proc/%d/task", pid)
 	ents, err := root.ReadDir(dir)
 	if err != nil {
@@ -97,6 +108,12 @@ func readThreads(root *rootfs.Root, pid int) ([]thread, error) {
 	var more error
 	if len(tids) > maxThreads {
 		tids, more = tids[:maxThreads], errMore
+	}
+	if budget.bounded {
+		if len(tids) > budget.left {
+			tids, more = tids[:budget.left], errBudget
+		}
+		budget.left -= len(tids)
 	}
 	var out []thread
 	for _, t := range tids {
@@ -182,6 +199,8 @@ func why(err error) string {
 		return "too large"
 	case errors.Is(err, errMore):
 		return errMore.Error()
+	case errors.Is(err, errBudget):
+		return errBudget.Error()
 	}
 	return err.Error()
 }

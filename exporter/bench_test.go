@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,12 +100,68 @@ func BenchmarkCollectJobsFabric(b *testing.B) {
 		uses = append(uses, audit.Use{PID: 100 + g, GPUs: []int{g}})
 	}
 	at := time.Unix(0, 0)
-	e.jobsFabric.sampler.Now = func() time.Time { at = at.Add(15 * time.Second); return at }
+	e.jobs.fabric.sampler.Now = func() time.Time { at = at.Add(15 * time.Second); return at }
 	b.ReportAllocs()
 	for b.Loop() {
 		var s sink
-		if err := e.jobsFabric.collectFabric(b.Context(), node, uses, &s); err != nil {
+		if err := e.jobs.fabric.collectFabric(b.Context(), node, uses, &s); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkScrapeJobs is BenchmarkScrape with the jobs collector off and
+// on, side by side on the same input: the dgx-h100 root with the
+// recorded processes of audit/testdata/dgx-h100-jobs (six processes on
+// six GPUs, one list not recorded). off and on are each one scrape;
+// pair scrapes off then on at each iteration and reports the median of
+// the pairs' on/off wall time ratios (on/off; a loaded machine's drift
+// cancels from a pair, as in peerbench's figures, docs/bench.md) and
+// the ratio of the process's CPU time (user + system, getrusage) spent
+// in the on scrapes to that in the off ones (cpu-on/off; the server
+// runs in this process). The goal is ≤ 1.10.
+func BenchmarkScrapeJobs(b *testing.B) {
+	root, node := jobsFixture(b, "dgx-h100", "dgx-h100-jobs")
+	off := httptest.NewServer(jobsExporter(b, root, node, false, false).Handler())
+	defer off.Close()
+	on := httptest.NewServer(jobsExporter(b, root, node, true, false).Handler())
+	defer on.Close()
+	b.Run("off", func(b *testing.B) { benchScrape(b, off.URL) })
+	b.Run("on", func(b *testing.B) { benchScrape(b, on.URL) })
+	b.Run("pair", func(b *testing.B) {
+		b.ReportAllocs()
+		var ratios []float64
+		var cpuOff, cpuOn time.Duration
+		get := func(url string) (wall, cpu time.Duration) {
+			c0, start := cpuTime(b), time.Now()
+			resp, err := http.Get(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatalf("status %d, %v", resp.StatusCode, err)
+			}
+			return time.Since(start), cpuTime(b) - c0
+		}
+		for b.Loop() {
+			wOff, cOff := get(off.URL)
+			wOn, cOn := get(on.URL)
+			ratios = append(ratios, float64(wOn)/float64(wOff))
+			cpuOff, cpuOn = cpuOff+cOff, cpuOn+cOn
+		}
+		slices.Sort(ratios)
+		b.ReportMetric(ratios[len(ratios)/2], "on/off")
+		b.ReportMetric(float64(cpuOn)/float64(cpuOff), "cpu-on/off")
+	})
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -152,6 +152,7 @@ var (
 		descNVMeInfo, descNVMeGen, descNVMeMaxGen, descNVMeWidth, descNVMeMaxWidth,
 		descStorageNVMePair, descStorageNICPair,
 		descGDSNvidiaFS, descGDSP2PDMA, descIOMMUInfo, descMountInfo, descMountNICs,
+		descGPUProcesses, descGPUProcessesListed, descJobInfo,
 		descJobComputeNICIdle, descJobStorageNICCompute,
 	}
 )

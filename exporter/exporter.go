@@ -104,12 +104,18 @@ type Options struct {
 	// it from a command line. A name that is no collector is an error of
 	// New.
 	Collectors map[string]bool
-	// Jobs turns on the job audit (the agent's --collector.jobs; off by
-	// default): the jobs collector lists the GPU processes at each scrape
-	// (audit.Uses) and renders the fabric balance since the previous
-	// scrape (jobsfabric.go). It needs the host's PID namespace to see
-	// the processes NVML names.
+	// Jobs turns on the jobs collector (CollectorJobs, the agent's
+	// --collector.jobs): at each scrape the processes on the GPUs, from
+	// NVML's process lists and KFD's per-process entries, each held to
+	// its GPU's locality (package audit; no environment read), counted
+	// per GPU and verdict. Off by default: it reads every GPU process's
+	// /proc entries, and needs the host's PID namespace (docs/metrics.md,
+	// "Jobs").
 	Jobs bool
+	// JobsInfo adds, with Jobs, gpuaffinity_job_info: one series per GPU
+	// and Slurm job step or pod with a process on it (the agent's
+	// --collector.jobs.info).
+	JobsInfo bool
 }
 
 // DefaultTimeout is a collector's deadline when Options.Timeout is 0.
@@ -121,10 +127,11 @@ const DefaultTimeout = 5 * time.Second
 // NVLinks, read from NVML), amdgpu (AMD GPUs, read from amdgpu's sysfs;
 // only where the last discovery has one), rdma (RDMA ports, read from
 // sysfs), topology (the last good discovery's pairing) and storage (its
-// storage layer); Options.Collectors may switch them off,
-// and the NVLink series apart (the nvlink collector, which runs under
-// that name where nvml is off). With Options.Jobs a sixth, jobs, audits
-// the GPU processes (jobsfabric.go). Each has Options.Timeout to finish; one
+// storage layer), and with Options.Jobs a sixth, jobs (the GPU
+// processes' audit, jobs.go, and the fabric balance, jobsfabric.go);
+// Options.Collectors may switch the five off, and the NVLink series
+// apart (the nvlink collector, which runs under that name where nvml is
+// off). Each has Options.Timeout to finish; one
 // that fails reports gpuaffinity_scrape_collector_success 0 and keeps the
 // series it could read, one past its deadline reports 0 and its output is
 // dropped. A collector still running from an earlier collection is not
@@ -144,8 +151,7 @@ type Exporter struct {
 
 	// The job audit's (Options.Jobs): the root its files are read under,
 	// and the fabric samples kept between scrapes.
-	jobsRoot   *rootfs.Root
-	jobsFabric *jobsFabric
+	jobs *jobsCollector // with Options.Jobs
 
 	countsMu sync.Mutex
 	counts   familyCounts // of the last collection, to size the next
@@ -197,11 +203,12 @@ func New(opts Options) (*Exporter, error) {
 		e.parts = append(e.parts, &collector{name: CollectorStorage, run: (&discoveryCollector{labels: e.gpus, render: collectStorage}).collect})
 	}
 	if opts.Jobs {
-		if e.jobsRoot, err = rootfs.Open(root); err != nil {
+		fs, err := rootfs.Open(root)
+		if err != nil {
 			return nil, fmt.Errorf("exporter: jobs: %w", err)
 		}
-		e.jobsFabric = newJobsFabric(e.jobsRoot)
-		e.parts = append(e.parts, &collector{name: collectorJobs, run: e.collectJobs})
+		e.jobs = &jobsCollector{fs: fs, nvml: opts.NVML, labels: e.gpus, info: opts.JobsInfo, fabric: newJobsFabric(fs)}
+		e.parts = append(e.parts, &collector{name: CollectorJobs, run: e.jobs.collect, applies: hasGPU})
 	}
 	for _, c := range []prometheus.Collector{
 		ownDescs{},

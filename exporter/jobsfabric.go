@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuaffinity/gpuaffinity/audit"
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
@@ -38,10 +35,6 @@ var (
 		"1 when this storage NIC port transmitted at least the median busy compute NIC port's rate since the previous scrape while GPUs ran processes; else 0.",
 		"device", "port")
 )
-
-// collectorJobs names the job audit's collector in the
-// gpuaffinity_scrape_collector_* series. It runs only with Options.Jobs.
-const collectorJobs = "jobs"
 
 // minFabricWindow is the shortest interval a rate is taken over. A
 // sample closer than this to the previous one (two Prometheus replicas
@@ -117,24 +110,4 @@ func errLines(prefix string, lines []string) error {
 		errs[i] = fmt.Errorf("%s: %s", prefix, l)
 	}
 	return errors.Join(errs...)
-}
-
-// collectJobs is the job audit's collector: the GPU processes of this
-// scrape (audit.Uses: NVML's process lists, KFD's under the root), then
-// the fabric series for them. A process source that could not be listed
-// is its error: the GPUs it would have marked busy are not.
-func (e *Exporter) collectJobs(ctx context.Context, st *State, s *sink) error {
-	if st.Node == nil {
-		return nil // no discovery yet: no GPU to audit
-	}
-	var lib gonvml.Interface
-	if e.opts.NVML != nil {
-		lib = e.opts.NVML()
-	}
-	uses, unread := audit.Uses(*st.Node, e.jobsRoot, lib)
-	err := e.jobsFabric.collectFabric(ctx, st.Node, uses, s)
-	if len(unread) > 0 {
-		err = errors.Join(err, fmt.Errorf("jobs: not listed: %s", strings.Join(unread, "; ")))
-	}
-	return err
 }

@@ -28,7 +28,7 @@ func TestJobsFabricSeries(t *testing.T) {
 	fakesystest.SetNVMLProcesses(t, root, procs, true)
 	e := newExporter(t, root, node, replay(t, root), func(o *Options) { o.Jobs = true })
 	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
-	e.jobsFabric.sampler.Now = func() time.Time { return at }
+	e.jobs.fabric.sampler.Now = func() time.Time { return at }
 
 	compute := []string{"mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"}
 	storage := []string{"mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"}

@@ -30,7 +30,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 		placementCloud, placementURL                      string
 		placementTimeout                                  time.Duration
 		listen, switches                                  []string
-		systemdSocket, nfdGFDClique, jobs                 bool
+		systemdSocket, nfdGFDClique, jobs, jobsInfo       bool
 		maxRequests, maxConnections                       int
 		rescan, discoveryTimeout                          time.Duration
 		collectors                                        *exporter.CollectorFlags
@@ -52,7 +52,9 @@ exporter-toolkit's format): / landing page, /metrics (docs/metrics.md),
 run), /health (200 when the last gate passed, 503 and the reason
 otherwise), /topology (the JSON). /metrics serves --web.max-requests scrapes
 at once and answers 503 beyond; each address holds --web.max-connections
-connections (sizing: docs/operations.md, "Load and memory"). Under systemd it is a
+connections (sizing: docs/operations.md, "Load and memory"). --collector.jobs
+audits the processes on the GPUs at each scrape (their CPUs against each GPU's;
+off by default; docs/metrics.md, "Jobs"). Under systemd it is a
 Type=notify service with watchdog support (systemd/gpuaffinity.service).
 SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 		Example: `  gpuaffinity agent --demo dgx-h100 --state-dir /tmp/gpuaffinity &
@@ -88,6 +90,9 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 			if maxProcs < 1 {
 				return fmt.Errorf("--runtime.gomaxprocs %d: want 1 or more", maxProcs)
 			}
+			if jobsInfo && !jobs {
+				return fmt.Errorf("--collector.jobs.info needs --collector.jobs")
+			}
 			daemonGC()
 			daemonProcs(maxProcs, cmd.Flags().Changed("runtime.gomaxprocs"))
 			// Signals first: a SIGTERM while the demo machine is built
@@ -115,7 +120,7 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 				Profile: prof, Expect: expect,
 				ListenAddresses: splitList(listen), SystemdSocket: systemdSocket, WebConfigFile: webConfig,
 				MaxRequests: maxRequests, MaxConnections: maxConnections,
-				Collectors: collectors.Collectors(), Jobs: jobs,
+				Collectors: collectors.Collectors(), Jobs: jobs, JobsInfo: jobsInfo,
 				Placement: agent.PlacementOptions{Cloud: placementCloud, BaseURL: placementURL, Timeout: placementTimeout,
 					Switches: splitList(switches)},
 				Version: version, Logger: g.log,
@@ -142,7 +147,8 @@ SIGTERM or SIGINT stops it cleanly. See docs/agent.md.`,
 	nf.register(cmd)
 	f := cmd.Flags()
 	collectors = exporter.RegisterCollectorFlags(f)
-	f.BoolVar(&jobs, "collector.jobs", false, "audit the jobs on the GPUs at each scrape: the fabric balance since the previous scrape (gpuaffinity_job_compute_nic_idle, gpuaffinity_job_storage_nic_compute_traffic); needs the host's PID namespace (docs/metrics.md, \"Jobs\")")
+	f.BoolVar(&jobs, "collector.jobs", false, "audit the processes on the GPUs at each scrape: gpuaffinity_gpu_processes by verdict per GPU, and the fabric balance since the previous scrape (gpuaffinity_job_compute_nic_idle, gpuaffinity_job_storage_nic_compute_traffic; docs/metrics.md, \"Jobs\"); reads every GPU process's /proc status, cgroup and threads, and needs the host's PID namespace; off by default, and not touched by --collector.disable-defaults")
+	f.BoolVar(&jobsInfo, "collector.jobs.info", false, "with --collector.jobs, also gpuaffinity_job_info: one series per GPU and Slurm job step or pod with a process on it")
 	f.StringVar(&stateDir, "state-dir", stateDirDefault(), "directory for topology.json, nccl-topo.xml and env (env GPUAFFINITY_STATE_DIR); \"\" writes none")
 	f.DurationVar(&rescan, "rescan", 5*time.Minute, "time between discoveries; 0 rescans only on SIGHUP")
 	f.DurationVar(&discoveryTimeout, "discovery-timeout", 2*time.Minute, "a discovery round still running after this is reported as timed out (not ready) and left to finish; none starts until it does")

@@ -287,6 +287,7 @@ func TestAgentCmdBadFlags(t *testing.T) {
 		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-requests", "-1"},
 		{"agent", "--demo", "dgx-h100", "--web.listen-address", "127.0.0.1:0", "--web.max-connections", "-1"},
 		{"agent", "--demo", "dgx-h100", "--runtime.gomaxprocs", "0"},
+		{"agent", "--demo", "dgx-h100", "--collector.jobs.info"}, // without --collector.jobs
 	} {
 		if _, err := run(t, args...); err == nil {
 			t.Errorf("gpuaffinity %s: want an error", strings.Join(args, " "))
