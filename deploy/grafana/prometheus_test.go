@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/promtest"
+	"github.com/gpuaffinity/gpuaffinity/nvml"
 )
 
 // The demo machines the agent runs on, by the role they play here.
@@ -433,9 +435,21 @@ func startAgent(t *testing.T, bin, demo, addr string) *agentProc {
 	t.Helper()
 	tmp := t.TempDir()
 	a := &agentProc{addr: addr, stderr: &promtest.SyncBuffer{}, exited: make(chan struct{})}
+	// The demo machine, written out, with NVML's process lists recorded
+	// empty: an idle node whose lists NVML answers (the demo's own
+	// nvml.json was recorded without them, which the jobs collector
+	// rightly reports as not listed, never as 0 processes).
+	root := filepath.Join(tmp, "root")
+	if out, err := exec.Command(bin, "snapshot", "--demo", demo, "-f", root).CombinedOutput(); err != nil {
+		t.Fatalf("snapshot --demo %s: %v\n%s", demo, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, nvml.ReplayFileName)); err == nil {
+		fakesystest.SetNVMLProcesses(t, root, nil, true)
+	}
 	// --collector.jobs: the Jobs row's series (the job audit is off by
-	// default; docs/audit.md, "In the agent").
-	cmd := exec.Command(bin, "agent", "--demo", demo, "--state-dir", filepath.Join(tmp, "state"),
+	// default; docs/audit.md, "In the agent"). --placement off as --demo
+	// has it: a demo machine is not where its DMI says.
+	cmd := exec.Command(bin, "agent", "--root", root, "--placement", "off", "--state-dir", filepath.Join(tmp, "state"),
 		"--web.listen-address", a.addr, "--collector.jobs")
 	// The demo machine is built under TMPDIR; no GPUAFFINITY_* setting of
 	// the caller reaches the agent.
