@@ -82,6 +82,9 @@ type Process struct {
 	// Unread names what of the process could not be read, with why:
 	// "environ: permission denied", "status: process ended".
 	Unread []string `json:"unread,omitempty"`
+	// Notes are what its GPU source said of it that is no gap: a KFD
+	// process holding no VRAM, counted on every GPU it opened.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Thread is one thread whose binding differs from its process's.
@@ -111,6 +114,9 @@ type Use struct {
 	PID     int
 	GPUs    []int    // GPU.Index values
 	Sources []string // "nvml", "kfd"
+	// Notes are the source's words on this use that are no gap (a KFD
+	// process holding no VRAM): Process.Notes.
+	Notes []string
 }
 
 // Options change what Run reads.
@@ -168,6 +174,7 @@ func mergeUses(uses []Use) []Use {
 				out[i].Sources = append(out[i].Sources, s)
 			}
 		}
+		out[i].Notes = append(out[i].Notes, u.Notes...)
 	}
 	for i := range out {
 		slices.Sort(out[i].GPUs)
@@ -178,7 +185,7 @@ func mergeUses(uses []Use) []Use {
 
 // auditOne reads one process and judges it.
 func auditOne(n topology.Node, root *rootfs.Root, u Use, users map[int]string, opts Options, budget *threadBudget) Process {
-	p := Process{PID: u.PID, GPUs: u.GPUs, Sources: u.Sources, GPUNUMANodes: []int{}}
+	p := Process{PID: u.PID, GPUs: u.GPUs, Sources: u.Sources, Notes: u.Notes, GPUNUMANodes: []int{}}
 	if p.GPUs == nil {
 		p.GPUs = []int{}
 	}

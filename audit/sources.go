@@ -41,8 +41,9 @@ type Listing struct {
 	// merges the entries of one PID).
 	Uses []Use
 	// Unread names each source, or GPU, that could not be listed and
-	// why, and the sources' notes (a KFD process holding no VRAM, an NVML
-	// GPU the discovery does not have): what Uses returns as unread.
+	// why, and an NVML GPU the discovery does not have (its processes
+	// left out): what Uses returns as unread. A note on one process (a
+	// KFD process holding no VRAM) is its Use's Notes instead.
 	Unread []string
 	// Unlisted are the GPU.Index values of the node's GPUs whose process
 	// list could not be read whole (NVML not available, a failed list
@@ -248,7 +249,8 @@ func kfdList(n topology.Node, root *rootfs.Root, l *Listing) {
 			}
 		}
 		if len(u.GPUs) == 0 && len(opened) > 0 {
-			l.Unread = append(l.Unread, fmt.Sprintf("KFD: process %d holds no VRAM on the GPUs it opened: each is counted as driven", pid))
+			// A note, not a gap: the process was listed whole.
+			u.Notes = append(u.Notes, "KFD: it holds no VRAM on the GPUs it opened: each is counted as driven")
 			for _, idx := range opened {
 				if !slices.Contains(u.GPUs, idx) {
 					u.GPUs = append(u.GPUs, idx)

@@ -47,6 +47,9 @@ func WriteTable(w io.Writer, r Report) error {
 		for _, u := range p.Unread {
 			fmt.Fprintf(w, "  not read: %s\n", u)
 		}
+		for _, note := range p.Notes {
+			fmt.Fprintf(w, "  note: %s\n", note)
+		}
 	}
 	switch {
 	case len(r.Processes) == 0 && len(r.Unread) == 0:

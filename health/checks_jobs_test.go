@@ -100,3 +100,48 @@ func TestJobsAlignedPassAndGaps(t *testing.T) {
 		t.Errorf("no lists: %s %q, want warn naming NVML's answer", r.Verdict, r.Reason)
 	}
 }
+
+// The recorded processes of audit/testdata/amd-mi300x-jobs on the MI300X
+// fixture (the amd-mi300x spec, after AMD's MI300X topology-mapping and
+// RCCL's topo_8p_940 model: NUMA node 0 CPUs 0-95,192-287 with GPUs 0-3,
+// node 1 CPUs 96-191,288-383 with GPUs 4-7), listed by KFD, not NVML:
+//   - 5201 (python3, alice, job 777.0) on GPU 0, allowed 0-23,192-215:
+//     aligned;
+//   - 5202 (python3, alice, job 777.0) on GPU 1, allowed 0-383: unbound;
+//   - 5203 (python3, bob, burstable pod 5a4b3c2d-…) on GPU 2, allowed
+//     96-119,288-311 (node 1): misaligned;
+//   - 5204 (rocminfo, bob) opened GPU 3 without VRAM, allowed
+//     0-95,192-287: aligned, and a note, not a gap;
+//   - 5205 (python3, alice, job 778.0) on GPU 4, node 1's CPUs but memory
+//     from node 0 only: partly.
+func TestJobsAlignedAMD(t *testing.T) {
+	t.Parallel()
+	root := fakesystest.JobsRoot(t, "amd-mi300x", "../audit/testdata/amd-mi300x-jobs",
+		[]int{5201, 5202, 5203, 5204, 5205}, nil)
+	r := jobsResult(t, root, Options{Jobs: true})
+	if r.Verdict != Fail {
+		t.Fatalf("%s %q, want fail", r.Verdict, r.Reason)
+	}
+	wantIn(t, "reason", r.Reason, "1 of 5 GPU processes misaligned (pid 5203)",
+		"pid 5203 python3 (bob, pod 5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d, GPU 2)",
+		"none of its CPUs (96-119,288-311) is local to the GPU (0-95,192-287)")
+	if strings.Contains(r.Reason, "not judged or not listed") {
+		t.Errorf("reason %q: every KFD entry was read, no gap to say", r.Reason)
+	}
+	if len(r.Details) != 3 {
+		t.Fatalf("details %q: want misaligned 5203, partly 5205, unbound 5202", r.Details)
+	}
+	wantIn(t, "detail", r.Details[0], "pid 5203", "misaligned")
+	wantIn(t, "detail", r.Details[1], "pid 5205 python3 (alice, Slurm job 778.0, GPU 4): partly")
+	wantIn(t, "detail", r.Details[2], "pid 5202 python3 (alice, Slurm job 777.0, GPU 1): unbound", "every online CPU (0-383)")
+	for _, d := range append(r.Details, r.Reason) {
+		if strings.Contains(d, "5201") || strings.Contains(d, "5204") {
+			t.Errorf("an aligned process is named: %q", d)
+		}
+	}
+
+	// Narrowed to GPU 3 (rocminfo opened it, holds no VRAM): pass.
+	if r := jobsResult(t, root, Options{Jobs: true, GPUs: []int{3}}); r.Verdict != Pass || r.Reason != "1 GPU process, all on their GPUs' local CPUs" {
+		t.Errorf("GPU 3: %s %q, want pass", r.Verdict, r.Reason)
+	}
+}

@@ -13,7 +13,8 @@ import (
 
 // JobsRoot builds machine and lays over it the /proc entries of pids and
 // the etc/passwd of a recorded jobs overlay (audit/testdata/<name>-jobs:
-// its proc/PID directories), and records NVML's process lists in the
+// its proc/PID directories; and its sys/, KFD's per-process entries of
+// an AMD machine, whole), and records NVML's process lists in the
 // machine's nvml.json: compute[i] lists the pids on NVML GPU i; every
 // other GPU gets empty lists, so no list is "not recorded". A pid of
 // compute without a directory in the overlay is a process that ended.
@@ -29,6 +30,15 @@ func JobsRoot(tb testing.TB, machine, overlay string, pids []int, compute map[in
 		if err := os.CopyFS(filepath.Join(dir, p), mustSub(tb, src, p)); err != nil {
 			tb.Fatal(err)
 		}
+	}
+	// KFD's per-process entries (AMD), where the overlay records them.
+	if _, err := fs.Stat(src, "sys"); err == nil {
+		if err := os.CopyFS(filepath.Join(dir, "sys"), mustSub(tb, src, "sys")); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, nvml.ReplayFileName)); err != nil && compute == nil {
+		return dir // no NVML on the machine (AMD), and no list to record
 	}
 	lists := map[int][]nvml.ReplayProcess{}
 	for i, pids := range compute {
