@@ -104,7 +104,7 @@ func BenchmarkCollectJobsFabric(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var s sink
-		if err := e.jobs.fabric.collectFabric(b.Context(), node, uses, &s); err != nil {
+		if err := e.jobs.fabric.collectFabric(b.Context(), node, uses, nil, &s); err != nil {
 			b.Fatal(err)
 		}
 	}

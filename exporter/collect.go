@@ -65,6 +65,9 @@ func (e *Exporter) collectSafe() (mfs []*dto.MetricFamily, err error) {
 // errors; the error is of metrics that could not be rendered.
 func (e *Exporter) collect() ([]*dto.MetricFamily, error) {
 	st := e.state()
+	if e.shareRDMA {
+		st.ports = &portsRead{r: e.rdma}
+	}
 	results := make([]result, len(e.parts))
 	var wg sync.WaitGroup
 	for i, p := range e.parts {

@@ -45,6 +45,10 @@ type State struct {
 	// as the agent read it with the discovery (never at scrape time); nil
 	// where it has none. Like Node it is replaced, never modified.
 	Placement *placement.Placement
+
+	// ports is this collection's shared read of the RDMA ports, where
+	// both the rdma and the jobs collector run (portsread.go).
+	ports *portsRead
 }
 
 // DiscoveryStatus is the outcome of the agent's last discovery.
@@ -152,6 +156,9 @@ type Exporter struct {
 	// The job audit's (Options.Jobs): the root its files are read under,
 	// and the fabric samples kept between scrapes.
 	jobs *jobsCollector // with Options.Jobs
+	// shareRDMA: the rdma and jobs collectors share one read of the
+	// ports per collection (State.ports).
+	shareRDMA bool
 
 	countsMu sync.Mutex
 	counts   familyCounts // of the last collection, to size the next
@@ -195,6 +202,7 @@ func New(opts Options) (*Exporter, error) {
 	}
 	if on[CollectorRDMA] {
 		e.parts = append(e.parts, &collector{name: CollectorRDMA, run: e.collectRDMA})
+		e.shareRDMA = opts.Jobs // the fabric's counters come from the same read
 	}
 	if on[CollectorTopology] {
 		e.parts = append(e.parts, &collector{name: CollectorTopology, run: (&discoveryCollector{labels: e.gpus, render: collectTopology}).collect})

@@ -103,7 +103,7 @@ func (c *jobsCollector) collect(ctx context.Context, st *State, s *sink) error {
 		return err
 	}
 	verr := jobVerdictMetrics(n, c.fs, l, gpus, c.info, s)
-	return errors.Join(verr, c.fabric.collectFabric(ctx, n, l.Uses, s))
+	return errors.Join(verr, c.fabric.collectFabric(ctx, n, l.Uses, st.ports, s))
 }
 
 // jobVerdictMetrics audits the GPU processes of one scrape's listing l (one

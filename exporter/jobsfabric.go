@@ -45,6 +45,7 @@ const minFabricWindow = time.Second
 
 // jobsFabric keeps the fabric samples between scrapes.
 type jobsFabric struct {
+	root    *rootfs.Root // names the counter files
 	sampler *audit.FabricSampler
 
 	mu   sync.Mutex
@@ -53,7 +54,7 @@ type jobsFabric struct {
 }
 
 func newJobsFabric(root *rootfs.Root) *jobsFabric {
-	return &jobsFabric{sampler: audit.NewFabricSampler(root)}
+	return &jobsFabric{root: root, sampler: audit.NewFabricSampler(root)}
 }
 
 // window records cur and returns the sample its rate starts from: the
@@ -77,10 +78,21 @@ func (j *jobsFabric) window(cur audit.FabricSample) *audit.FabricSample {
 }
 
 // collectFabric samples the counters and renders the fabric series of
-// node n for uses, the GPU processes of this scrape. A port whose rate
-// could not be taken has no series; the error names it and why.
-func (j *jobsFabric) collectFabric(ctx context.Context, n *topology.Node, uses []audit.Use, s *sink) error {
-	cur := j.sampler.Sample(ctx)
+// node n for uses, the GPU processes of this scrape. The sample is this
+// collection's shared read of the ports where the rdma collector runs
+// too (shared non-nil), else the sampler's own. A port whose rate could
+// not be taken has no series; the error names it and why.
+func (j *jobsFabric) collectFabric(ctx context.Context, n *topology.Node, uses []audit.Use, shared *portsRead, s *sink) error {
+	var cur audit.FabricSample
+	if shared != nil {
+		at, ports, err := shared.read(ctx)
+		if j.sampler.Now != nil {
+			at = j.sampler.Now()
+		}
+		cur = audit.SampleOf(j.root, at, ports, err)
+	} else {
+		cur = j.sampler.Sample(ctx)
+	}
 	from := j.window(cur)
 	if from == nil || n == nil {
 		return errLines("fabric: sample", cur.Unread)

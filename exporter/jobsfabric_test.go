@@ -2,8 +2,10 @@ package exporter
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,5 +130,54 @@ func TestJobsFabricSeries(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// With the rdma collector on, the fabric's counters are that collector's
+// read of the same collection (portsread.go): each port's counter file is
+// read once a scrape, and what the rdma collector read is what the
+// fabric judges. Here only the read through Options.ReadFile (the rdma
+// collector's reader) sees mlx5_0 move, 40 GB/s; the files on disk stay
+// still, so a fabric reading them itself would find an idle fabric and
+// report nothing.
+func TestJobsFabricSharesRDMARead(t *testing.T) {
+	t.Parallel()
+	root, node := fixture(t, "dgx-h100")
+	procs := map[int][]nvml.ReplayProcess{}
+	for i := range 8 {
+		procs[i] = []nvml.ReplayProcess{{PID: uint32(7100 + i)}}
+	}
+	fakesystest.SetNVMLProcesses(t, root, procs, true)
+	busy := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data")
+	var mu sync.Mutex
+	reads, words := 0, uint64(5_000_000_000)
+	e := newExporter(t, root, node, replay(t, root), func(o *Options) {
+		o.Jobs = true
+		o.ReadFile = func(name string) ([]byte, error) {
+			if name != busy {
+				return os.ReadFile(name)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			reads++
+			words += 40e9 * 10 / 4 // 40 GB/s over the 10 s between scrapes
+			return fmt.Appendf(nil, "%d\n", words), nil
+		}
+	})
+	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	e.jobs.fabric.sampler.Now = func() time.Time { return at }
+	scrape(t, e.Handler())
+	at = at.Add(10 * time.Second)
+	r := scrape(t, e.Handler())
+	if reads != 2 {
+		t.Errorf("%s read %d times in 2 scrapes, want once a scrape", busy, reads)
+	}
+	for _, d := range []string{"mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"} {
+		if v, ok := r.value(t, "gpuaffinity_job_compute_nic_idle", l("device", d, "port", "1")); !ok || v != 1 {
+			t.Errorf("%s idle %v (present %v), want 1 beside the busy mlx5_0 of the rdma collector's read", d, v, ok)
+		}
+	}
+	if v, ok := r.value(t, "gpuaffinity_job_compute_nic_idle", l("device", "mlx5_0", "port", "1")); !ok || v != 0 {
+		t.Errorf("mlx5_0 idle %v (present %v), want 0", v, ok)
 	}
 }

@@ -129,7 +129,13 @@ func rdmaCounterFiles() (counters, ext, hw []string) {
 // when the last discovery listed it); unreadable or malformed files are
 // the collector's error, the other ports are still rendered.
 func (e *Exporter) collectRDMA(ctx context.Context, st *State, s *sink) error {
-	ports, err := e.rdma.Read(ctx)
+	var ports []rdma.PortSample
+	var err error
+	if st.ports != nil {
+		_, ports, err = st.ports.read(ctx)
+	} else {
+		ports, err = e.rdma.Read(ctx)
+	}
 	nics := map[string]*topology.NIC{}
 	var known []string
 	if st.Node != nil {
