@@ -1,11 +1,8 @@
 package audit_test
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -24,36 +21,7 @@ import (
 // machine's nvml.json.
 func jobsRoot(t *testing.T, machine, overlay string) string {
 	t.Helper()
-	dir := fakesystest.Root(t, machine)
-	src := filepath.Join("testdata", overlay)
-	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	procs := filepath.Join(dir, "nvml-processes.json")
-	data, err := os.ReadFile(procs)
-	if os.IsNotExist(err) {
-		return dir
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(procs)
-	var lists struct {
-		Compute map[string][]nvml.ReplayProcess `json:"compute"`
-	}
-	if err := json.Unmarshal(data, &lists); err != nil {
-		t.Fatal(err)
-	}
-	compute := map[int][]nvml.ReplayProcess{}
-	for idx, ps := range lists.Compute {
-		i, err := strconv.Atoi(idx)
-		if err != nil {
-			t.Fatalf("%s: GPU %q: %v", procs, idx, err)
-		}
-		compute[i] = ps
-	}
-	fakesystest.SetNVMLProcesses(t, dir, compute, false)
-	return dir
+	return fakesystest.JobsOverlay(t, machine, filepath.Join("testdata", overlay))
 }
 
 // auditRoot discovers dir and audits it as the command does.

@@ -28,29 +28,7 @@ import (
 // reads ERROR_NOT_SUPPORTED. It returns the root and its discovery.
 func jobsFixture(tb testing.TB, machine, overlay string) (string, *topology.Node) {
 	tb.Helper()
-	dir := fakesystest.Root(tb, machine)
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("../audit/testdata", overlay))); err != nil {
-		tb.Fatal(err)
-	}
-	procs := filepath.Join(dir, "nvml-processes.json")
-	if data, err := os.ReadFile(procs); err == nil {
-		os.Remove(procs)
-		var lists struct {
-			Compute map[string][]nvml.ReplayProcess `json:"compute"`
-		}
-		if err := json.Unmarshal(data, &lists); err != nil {
-			tb.Fatal(err)
-		}
-		compute := map[int][]nvml.ReplayProcess{}
-		for idx, ps := range lists.Compute {
-			i, err := strconv.Atoi(idx)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			compute[i] = ps
-		}
-		fakesystest.SetNVMLProcesses(tb, dir, compute, false)
-	}
+	dir := fakesystest.JobsOverlay(tb, machine, filepath.Join("../audit/testdata", overlay))
 	n, err := discover.Discover(discover.Options{Root: dir})
 	if err != nil {
 		tb.Fatal(err)

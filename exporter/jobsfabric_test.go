@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
+	"github.com/gpuaffinity/gpuaffinity/topology"
 )
 
 // The fabric series over scrapes of the DGX H100 fixture with a process
@@ -22,12 +23,7 @@ import (
 // storage mlx5_1, mlx5_2, mlx5_7, mlx5_8; one port each.
 func TestJobsFabricSeries(t *testing.T) {
 	t.Parallel()
-	root, node := fixture(t, "dgx-h100")
-	procs := map[int][]nvml.ReplayProcess{}
-	for i := range 8 {
-		procs[i] = []nvml.ReplayProcess{{PID: uint32(7100 + i)}}
-	}
-	fakesystest.SetNVMLProcesses(t, root, procs, true)
+	root, node := busyDGX(t)
 	e := newExporter(t, root, node, replay(t, root), func(o *Options) { o.Jobs = true })
 	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
 	e.jobs.fabric.sampler.Now = func() time.Time { return at }
@@ -142,12 +138,7 @@ func TestJobsFabricSeries(t *testing.T) {
 // report nothing.
 func TestJobsFabricSharesRDMARead(t *testing.T) {
 	t.Parallel()
-	root, node := fixture(t, "dgx-h100")
-	procs := map[int][]nvml.ReplayProcess{}
-	for i := range 8 {
-		procs[i] = []nvml.ReplayProcess{{PID: uint32(7100 + i)}}
-	}
-	fakesystest.SetNVMLProcesses(t, root, procs, true)
+	root, node := busyDGX(t)
 	busy := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data")
 	var mu sync.Mutex
 	reads, words := 0, uint64(5_000_000_000)
@@ -180,4 +171,17 @@ func TestJobsFabricSharesRDMARead(t *testing.T) {
 	if v, ok := r.value(t, "gpuaffinity_job_compute_nic_idle", l("device", "mlx5_0", "port", "1")); !ok || v != 0 {
 		t.Errorf("mlx5_0 idle %v (present %v), want 0", v, ok)
 	}
+}
+
+// busyDGX is the DGX H100 fixture with one process on each of its eight
+// GPUs in NVML's lists: every GPU busy.
+func busyDGX(t *testing.T) (string, *topology.Node) {
+	t.Helper()
+	root, node := fixture(t, "dgx-h100")
+	procs := map[int][]nvml.ReplayProcess{}
+	for i := range 8 {
+		procs[i] = []nvml.ReplayProcess{{PID: uint32(7100 + i)}}
+	}
+	fakesystest.SetNVMLProcesses(t, root, procs, true)
+	return root, node
 }

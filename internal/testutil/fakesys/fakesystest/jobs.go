@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/gpuaffinity/gpuaffinity/nvml"
@@ -92,4 +93,46 @@ func mustSub(tb testing.TB, fsys fs.FS, dir string) fs.FS {
 		tb.Fatal(err)
 	}
 	return sub
+}
+
+// JobsOverlay builds machine and lays the recorded jobs overlay dir (a
+// directory of audit/testdata: the running processes' /proc entries,
+// etc/passwd, KFD's proc entries) over it whole, and patches the
+// overlay's NVML process lists (nvml-processes.json: {"compute": {"<NVML
+// index>": [processes]}}) into the machine's nvml.json: a GPU the file
+// does not name keeps no answer, and its lists read ERROR_NOT_SUPPORTED
+// ("not recorded").
+func JobsOverlay(tb testing.TB, machine, dir string) string {
+	tb.Helper()
+	root := Root(tb, machine)
+	if err := os.CopyFS(root, os.DirFS(dir)); err != nil {
+		tb.Fatal(err)
+	}
+	procs := filepath.Join(root, "nvml-processes.json")
+	data, err := os.ReadFile(procs)
+	if os.IsNotExist(err) {
+		return root
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Remove(procs); err != nil {
+		tb.Fatal(err)
+	}
+	var lists struct {
+		Compute map[string][]nvml.ReplayProcess `json:"compute"`
+	}
+	if err := json.Unmarshal(data, &lists); err != nil {
+		tb.Fatalf("%s: %v", filepath.Join(dir, "nvml-processes.json"), err)
+	}
+	compute := map[int][]nvml.ReplayProcess{}
+	for idx, ps := range lists.Compute {
+		i, err := strconv.Atoi(idx)
+		if err != nil {
+			tb.Fatalf("%s: GPU %q: %v", filepath.Join(dir, "nvml-processes.json"), idx, err)
+		}
+		compute[i] = ps
+	}
+	SetNVMLProcesses(tb, root, compute, false)
+	return root
 }
