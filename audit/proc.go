@@ -89,9 +89,11 @@ type threadBudget struct {
 // process's threads were read.
 var errBudget = errors.New("the audit's thread budget (Options.ThreadReads) spent: only the threads before it read")
 
-// readThreads reads /proc/PID/task/*/status, at most maxThreads of
-// them, and no more than what is left of budget. A thread that ends
-// while it is read is left out (it no longer runs anywhere).
+// readThreads reads /proc/PID/task/*/status but the leader's (task/PID:
+// /proc/PID/status, which the caller has read, is the leader thread's),
+// at most maxThreads of them, and no more than what is left of budget.
+// A thread that ends while it is read is left out (it no longer runs
+// anywhere).
 func readThreads(root *rootfs.Root, pid int, budget *threadBudget) ([]thread, error) {
 	dir := fmt.Sprintf("proc/%d/task", pid)
 	ents, err := root.ReadDir(dir)
@@ -100,7 +102,7 @@ func readThreads(root *rootfs.Root, pid int, budget *threadBudget) ([]thread, er
 	}
 	var tids []int
 	for _, e := range ents {
-		if t, err := strconv.Atoi(e.Name()); err == nil && t > 0 {
+		if t, err := strconv.Atoi(e.Name()); err == nil && t > 0 && t != pid {
 			tids = append(tids, t)
 		}
 	}
