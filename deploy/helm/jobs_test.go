@@ -1,13 +1,14 @@
 package helm
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuaffinity/gpuaffinity/deploy/internal/manifest"
 )
 
 // The flags jobs.enabled and jobs.info pass (names fixed with the agent's
@@ -71,18 +72,11 @@ func TestJobsRenderMatchesKustomize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := t.TempDir()
-	// kustomize takes a base and a component by a relative path only.
-	rel, err := filepath.Rel(overlay, base)
+	kustObjs, err := manifest.KustomizeOverlay(t.TempDir(), base, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"+
+		"resources:\n  - {base}\ncomponents:\n  - {base}/jobs\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel +
-		"\ncomponents:\n  - " + filepath.Join(rel, "jobs") + "\n"
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kustObjs := kustomizeBuild(t, overlay)
 	values := map[string]any{"jobs": map[string]any{"enabled": true}}
 	chart := renderObjects(t, renderOpts{values: values, release: release, namespace: namespace})
 	stripHelmLabels(t, chart, release)

@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,18 +33,12 @@ func buildJobsOverlay(t *testing.T, extra string) []metav1.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := t.TempDir()
-	// kustomize takes a base and a component by a relative path only.
-	rel, err := filepath.Rel(overlay, base)
+	objs, err := manifest.KustomizeOverlay(t.TempDir(), base, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"+
+		"resources:\n  - {base}\ncomponents:\n  - "+filepath.Join("{base}", jobsComponent)+"\n"+extra)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel +
-		"\ncomponents:\n  - " + filepath.Join(rel, jobsComponent) + "\n" + extra
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return kustomizeBuild(t, overlay)
+	return objs
 }
 
 // withoutJobs undoes what the component may change in a DaemonSet:

@@ -119,29 +119,22 @@ func TestKustomizeOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := t.TempDir()
-	// kustomize takes a base by a relative path only.
-	rel, err := filepath.Rel(overlay, base)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const tag = "v9.8.7"
-	kust := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+	baseDS := builtDaemonSet(t, kustomizeBuild(t, base))
+	built, err := manifest.KustomizeOverlay(t.TempDir(), base, fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - %s
+  - {base}
 images:
   - name: %s
     newTag: %s
 labels:
   - pairs:
       release: kube-prometheus-stack
-`, rel, image, tag)
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+`, image, tag))
+	if err != nil {
 		t.Fatal(err)
 	}
-	baseDS := builtDaemonSet(t, kustomizeBuild(t, base))
-	built := kustomizeBuild(t, overlay)
 
 	ds := builtDaemonSet(t, built)
 	if c := agentContainer(t, ds); c.Image != image+":"+tag {

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -144,6 +146,22 @@ func KustomizeBuild(dir string) ([]metav1.Object, error) {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
 	return DecodeAll("kustomize build "+dir, out)
+}
+
+// KustomizeOverlay writes dir/kustomization.yaml, text with every "{base}"
+// replaced by the path of base relative to dir (kustomize takes a base
+// or a component by a relative path only), and builds it
+// (KustomizeBuild). dir and base should be absolute.
+func KustomizeOverlay(dir, base, text string) ([]metav1.Object, error) {
+	rel, err := filepath.Rel(dir, base)
+	if err != nil {
+		return nil, fmt.Errorf("overlay %s of %s: %w", dir, base, err)
+	}
+	name := filepath.Join(dir, "kustomization.yaml")
+	if err := os.WriteFile(name, []byte(strings.ReplaceAll(text, "{base}", rel)), 0o644); err != nil {
+		return nil, err
+	}
+	return KustomizeBuild(dir)
 }
 
 // KindName is "Kind/name" of a decoded object.
