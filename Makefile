@@ -8,7 +8,7 @@
 #                the fleet report and Slurm parser; then the table against
 #                the peers (docs/bench.md) and the fleet commands against a
 #                real Prometheus at 1,000 to 50,000 nodes (docs/fleet.md)
-#   make build   bin/gpuaffinity and bin/gpuaffinity-agent
+#   make build   bin/gpuaffinity, bin/gpuaffinity-agent and bin/gpuaffinity-fleet
 #   make image   the container image, offline: dist/gpuaffinity-image.tar
 #                (docker-archive; podman load -i ...)
 #   make package the .deb and .rpm in dist/ (binaries, systemd units,
@@ -37,15 +37,19 @@ FUZZ := ./kfd:FuzzParseProperties ./kfd:FuzzParseRAS ./cpuset:FuzzParse ./cpuset
 
 all: build
 
-# Two builds of cmd/gpuaffinity: bin/gpuaffinity leaves the agent and its
-# metrics libraries out (-tags omit_agent), so that env and exec, run once
-# per rank, start in half the time; its `agent` command runs
-# bin/gpuaffinity-agent, the full build, installed beside it.
+# Three builds of cmd/gpuaffinity: bin/gpuaffinity leaves the agent, the
+# fleet commands and their metrics and Prometheus client libraries out
+# (-tags omit_agent), so that env and exec, run once per rank, start in
+# half the time; its `agent` command runs bin/gpuaffinity-agent, the agent
+# alone (-tags agent_only: the daemon on every node, holding in memory
+# only the code it runs), and its `fleet` command bin/gpuaffinity-fleet,
+# the full build; all three are installed side by side.
 build:
 	$(GO) build -trimpath -tags omit_agent -ldflags '$(LDFLAGS)' -o bin/gpuaffinity ./cmd/gpuaffinity
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gpuaffinity-agent ./cmd/gpuaffinity
+	$(GO) build -trimpath -tags agent_only -ldflags '$(LDFLAGS)' -o bin/gpuaffinity-agent ./cmd/gpuaffinity
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gpuaffinity-fleet ./cmd/gpuaffinity
 
-# The image holds both binaries, the shared objects the dynamic loader
+# The image holds the three binaries, the shared objects the dynamic loader
 # maps for them (libc and the loader; libnvidia-ml comes from the NVIDIA
 # container runtime) and nothing else; it is tagged with the release the
 # manifests and the Helm chart name (deploy/internal/ociimage.Release).
@@ -53,13 +57,13 @@ IMAGE_TAR ?= dist/gpuaffinity-image.tar
 image: build
 	@mkdir -p $(dir $(IMAGE_TAR))
 	$(GO) run ./deploy/internal/ociimage/mkimage -o $(IMAGE_TAR) -version $(VERSION) -revision $(REVISION) \
-		bin/gpuaffinity bin/gpuaffinity-agent
+		bin/gpuaffinity bin/gpuaffinity-agent bin/gpuaffinity-fleet
 
 # nFPM as a library; the version is git describe made a package version
 # (deploy/internal/pkgbuild), Depends/Requires the glibc the binaries need.
 package: build
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
-		$(GO) run ./deploy/internal/pkgbuild/mkpkg -version '$(VERSION)' -out dist bin/gpuaffinity bin/gpuaffinity-agent
+		$(GO) run ./deploy/internal/pkgbuild/mkpkg -version '$(VERSION)' -out dist bin/gpuaffinity bin/gpuaffinity-agent bin/gpuaffinity-fleet
 
 demo: deps-build
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/gpuaffinity topo --demo dgx-h100
@@ -78,6 +82,7 @@ compile:
 	$(GO) build ./...
 	$(GO) -C deploy build ./...
 	$(GO) build -tags omit_agent -o /dev/null ./cmd/gpuaffinity
+	$(GO) build -tags agent_only -o /dev/null ./cmd/gpuaffinity
 
 deps:
 	@PATH="$$PATH:/usr/sbin:/sbin" scripts/install-deps.sh gcc hwloc graphviz dash zsh slurmd slurmctld slurm-client munge \

@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"slices"
 	"strings"
@@ -179,7 +180,7 @@ func mergeUses(uses []Use) []Use {
 	for i := range out {
 		slices.Sort(out[i].GPUs)
 	}
-	slices.SortFunc(out, func(a, b Use) int { return a.PID - b.PID })
+	sortfn.Sort(out, func(a, b Use) int { return a.PID - b.PID })
 	return out
 }
 

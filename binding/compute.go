@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 
 	"github.com/gpuaffinity/gpuaffinity/cpuset"
@@ -90,7 +91,7 @@ func Compute(n topology.Node, opts Options) (Map, error) {
 	}
 	c.nodeSets()
 	gpus := slices.Clone(n.GPUs)
-	slices.SortStableFunc(gpus, func(a, b topology.GPU) int { return cmp.Compare(a.Index, b.Index) })
+	sortfn.SortStable(gpus, func(a, b topology.GPU) int { return cmp.Compare(a.Index, b.Index) })
 	c.places = make([]place, len(gpus))
 	for i, g := range gpus {
 		c.places[i] = c.locate(g)
@@ -354,7 +355,7 @@ func (c *computer) nodeCores(id int) []core {
 	for _, cpu := range on.Difference(covered).CPUs() {
 		out = append(out, core{cpuset.Of(cpu)})
 	}
-	slices.SortFunc(out, func(a, b core) int { return cmp.Compare(a.cpus.CPUs()[0], b.cpus.CPUs()[0]) })
+	sortfn.Sort(out, func(a, b core) int { return cmp.Compare(a.cpus.CPUs()[0], b.cpus.CPUs()[0]) })
 	return out
 }
 

@@ -3,6 +3,7 @@ package discover
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"slices"
 	"strings"
@@ -133,7 +134,7 @@ func amdGPUs(devs []pci.Device, t kfd.Topology, first int, warn func(...error)) 
 		}
 	}
 	// KFD-listed GPUs in KFD order, then the rest in bus order.
-	slices.SortStableFunc(out, func(a, b topology.GPU) int {
+	sortfn.SortStable(out, func(a, b topology.GPU) int {
 		ra, oka := rank[addrOf[a.BusID]]
 		rb, okb := rank[addrOf[b.BusID]]
 		switch {
@@ -168,7 +169,7 @@ func amdGPUs(devs []pci.Device, t kfd.Topology, first int, warn func(...error)) 
 
 // amdInfo gathers a GPU's KFD nodes (one per partition).
 func amdInfo(nodes []kfd.Node, ordinal map[int]int) *topology.AMDGPU {
-	slices.SortFunc(nodes, func(a, b kfd.Node) int { return a.Partition - b.Partition })
+	sortfn.Sort(nodes, func(a, b kfd.Node) int { return a.Partition - b.Partition })
 	first := nodes[0]
 	a := &topology.AMDGPU{KFDNodes: []int{}, Ordinals: []int{}, GPUID: first.GPUID,
 		GFXTarget: first.Props.GFXTarget(), XGMILinks: []topology.XGMILink{},
@@ -261,7 +262,7 @@ func xgmiLinks(n kfd.Node, partitioned bool, busOf map[int]string) []topology.XG
 		hops := max(1, (w+kfdXGMIWeight/2)/kfdXGMIWeight)
 		out = append(out, topology.XGMILink{Peer: peer, Hops: hops, Weight: int(l.Weight), MaxBandwidth: int(l.MaxBandwidth)})
 	}
-	slices.SortStableFunc(out, func(a, b topology.XGMILink) int { return strings.Compare(a.Peer, b.Peer) })
+	sortfn.SortStable(out, func(a, b topology.XGMILink) int { return strings.Compare(a.Peer, b.Peer) })
 	return slices.CompactFunc(out, func(a, b topology.XGMILink) bool { return a.Peer == b.Peer })
 }
 

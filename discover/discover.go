@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"slices"
 	"strings"
@@ -328,11 +329,11 @@ func fillCPU(n *topology.Node, t numa.Topology) {
 		}
 		n.CPU.Sockets = append(n.CPU.Sockets, topology.Socket{ID: id, CPUs: cpuset.Of(cpus...), NUMANodes: nodes})
 	}
-	slices.SortFunc(n.CPU.Sockets, func(a, b topology.Socket) int { return a.ID - b.ID })
+	sortfn.Sort(n.CPU.Sockets, func(a, b topology.Socket) int { return a.ID - b.ID })
 	for _, c := range cores {
 		n.CPU.Cores = append(n.CPU.Cores, *c)
 	}
-	slices.SortFunc(n.CPU.Cores, func(a, b topology.Core) int { return a.CPUs.CPUs()[0] - b.CPUs.CPUs()[0] })
+	sortfn.Sort(n.CPU.Cores, func(a, b topology.Core) int { return a.CPUs.CPUs()[0] - b.CPUs.CPUs()[0] })
 
 	for _, nd := range t.Nodes {
 		m := topology.NUMANode{ID: nd.ID, CPUs: nd.CPUs, MemoryBytes: nd.MemoryBytes, Distances: nd.Distances}
@@ -380,7 +381,7 @@ func pciDevices(devs []pci.Device) []topology.PCIDevice {
 	for i := range devs {
 		order[i] = &devs[i]
 	}
-	slices.SortStableFunc(order, func(a, b *pci.Device) int { return depth(a) - depth(b) })
+	sortfn.SortStable(order, func(a, b *pci.Device) int { return depth(a) - depth(b) })
 	for _, d := range order {
 		kinds[d.Address] = kindOf(d, kinds, hasBridgeChild)
 	}
@@ -491,7 +492,7 @@ func gpus(devs []pci.Device, res nvml.Result, warn func(...error)) []topology.GP
 		}
 	}
 	// NVML-listed GPUs by NVML index, then the rest in bus order.
-	slices.SortStableFunc(out, func(a, b topology.GPU) int {
+	sortfn.SortStable(out, func(a, b topology.GPU) int {
 		switch {
 		case a.NVMLIndex != nil && b.NVMLIndex != nil:
 			return *a.NVMLIndex - *b.NVMLIndex
@@ -654,7 +655,7 @@ func nics(devs []pci.Device, rdevs []rdma.Device, nds []rdma.Netdev, warn func(.
 			out = append(out, nic)
 		}
 	}
-	slices.SortFunc(out, func(a, b topology.NIC) int {
+	sortfn.Sort(out, func(a, b topology.NIC) int {
 		return cmp.Or(strings.Compare(a.BusID, b.BusID), strings.Compare(a.Name, b.Name))
 	})
 	return out

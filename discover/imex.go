@@ -5,9 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,7 +55,7 @@ func readIMEX(root *rootfs.Root, warn func(...error)) topology.IMEX {
 		rel := path.Join(imexChannelDir, e.Name())
 		im.Channels = append(im.Channels, topology.IMEXChannel{Number: n, Path: "/" + rel, Problem: channelProblem(root, rel, im.DeviceMajor)})
 	}
-	slices.SortFunc(im.Channels, func(a, b topology.IMEXChannel) int { return a.Number - b.Number })
+	sortfn.Sort(im.Channels, func(a, b topology.IMEXChannel) int { return a.Number - b.Number })
 	im.Config = readIMEXConfig(root, warn)
 	return im
 }

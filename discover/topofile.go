@@ -3,6 +3,7 @@ package discover
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,7 +190,7 @@ func applyTopoFile(n *topology.Node, data []byte, err error, path string, found 
 	for _, d := range added {
 		pci = append(pci, *d)
 	}
-	slices.SortFunc(pci, func(a, b topology.PCIDevice) int { return strings.Compare(a.BusID, b.BusID) })
+	sortfn.Sort(pci, func(a, b topology.PCIDevice) int { return strings.Compare(a.BusID, b.BusID) })
 	n.PCIDevices = pci
 	n.TopoFile = path
 	n.TopoFileDevices = nil

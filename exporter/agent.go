@@ -2,7 +2,7 @@ package exporter
 
 import (
 	"cmp"
-	"slices"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"strconv"
 	"time"
 
@@ -50,7 +50,7 @@ func collectAgent(st *State, gpus *gpuLabelSet, xid *XIDCounter, s *sink) {
 	for k := range count {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b xidKey) int { return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.code, b.code)) })
+	sortfn.Sort(keys, func(a, b xidKey) int { return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.code, b.code)) })
 	for _, k := range keys {
 		s.gpuCounter(descXIDErrors, float64(count[k]), gpus.xid(k.gpu), strconv.FormatUint(k.code, 10))
 	}

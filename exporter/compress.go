@@ -1,14 +1,15 @@
 package exporter
 
 import (
-	"compress/gzip"
+	"github.com/klauspost/compress/gzip"
 	"net/http"
 	"strings"
 )
 
-// gzipHandler answers gzip-compressed at gzip.BestSpeed where the client
-// asks for gzip, and passes other requests to h unchanged, as well as
-// those that find gzipMax compressors in use.
+// gzipHandler answers gzip-compressed, with klauspost/compress's
+// stateless encoder, where the client asks for gzip, and passes other
+// requests to h unchanged, as well as those that find gzipMax
+// compressors in use.
 //
 // promhttp (client_golang v1.25.0) compresses only at gzip's default
 // level, from a pool it does not export, and HandlerOpts has no level:
@@ -16,6 +17,14 @@ import (
 // tenth smaller answer. So h is a promhttp handler offering identity only
 // (OfferedCompressions), and this picks gzip as promhttp would have with
 // its default offers, identity and gzip (acceptsGzip).
+//
+// The stateless encoder (gzip.StatelessCompression) keeps no state
+// between writes: a compressor is a few hundred bytes, where one of
+// compress/flate at gzip.BestSpeed is 1.15 MiB (its hash tables and
+// window), which as live heap also raised the collector's goal by half
+// as much again at the agent's GOGC of 50. On the dgx-h100 answer (265
+// kB of text) it writes 17.5 kB, as BestSpeed does (within 0.3 %), in
+// two thirds of BestSpeed's time (docs/bench.md, "Agent memory").
 func gzipHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !acceptsGzip(r.Header) {
@@ -49,18 +58,16 @@ func gzipHandler(h http.Handler) http.Handler {
 	})
 }
 
-// gzipWriters keeps a few idle gzip writers. Not a sync.Pool: the pool
-// is emptied at every GC, and the agent collects garbage between two
-// scrapes, so every scrape would allocate a compressor (1.15 MiB at
-// BestSpeed with Go 1.26's compress/flate: its hash tables and window).
-// Two cover the usual scrapers (one Prometheus, or an HA pair); up to
-// gzipMax at once allocate their own.
+// gzipWriters keeps a few idle gzip writers (two cover the usual
+// scrapers, one Prometheus or an HA pair); up to gzipMax at once
+// allocate their own.
 var gzipWriters = make(chan *gzip.Writer, 2)
 
 // gzipMax bounds the compressors in use at once, in the whole process.
-// Without it 40 scrapes in flight (node_exporter's --web.max-requests
-// default) would hold 46 MiB of compressors, over half the DaemonSet's
-// GOMEMLIMIT. A scrape that finds gzipMax in use is answered
+// A compression in progress holds about 300 KiB (the stateless
+// encoder's token buffer and bit writer, pooled between its writes),
+// and its CPU: without the bound, thousands of scrapes in flight would
+// hold that each. A scrape that finds gzipMax in use is answered
 // uncompressed: larger on the wire, but complete, and every scraper
 // reads identity.
 const gzipMax = 4
@@ -80,7 +87,7 @@ func getGzipWriter() *gzip.Writer {
 	case gz := <-gzipWriters:
 		return gz
 	default:
-		gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
+		gz, _ := gzip.NewWriterLevel(nil, gzip.StatelessCompression) // a valid level: no error
 		return gz
 	}
 }

@@ -235,8 +235,8 @@ func New(opts Options) (*Exporter, error) {
 // Handler serves /metrics. Concurrent scrapes share one collection; a
 // failing collector marks itself unsuccessful and the rest still answers
 // 200. It adds promhttp's promhttp_metric_handler_* metrics. It answers
-// gzip where the client asks for it, as promhttp would, but at
-// gzip.BestSpeed (see gzipHandler). Beyond Options.MaxRequestsInFlight
+// gzip where the client asks for it, as promhttp would, but with
+// a stateless encoder (see gzipHandler). Beyond Options.MaxRequestsInFlight
 // scrapes at once it answers 503 before it takes a compressor or gathers
 // (limitInFlight); the 503s are counted in
 // promhttp_metric_handler_requests_total{code="503"}, as node_exporter's.

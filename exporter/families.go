@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strings"
 
@@ -144,7 +145,7 @@ func (b *familyBuilder) families() ([]*dto.MetricFamily, []error, familyCounts) 
 		// Stable: of metrics with equal labels the first added stays
 		// first, and is the one kept.
 		if !slices.IsSortedFunc(mf.Metric, compareLabelValues) {
-			slices.SortStableFunc(mf.Metric, compareLabelValues)
+			sortfn.SortStable(mf.Metric, compareLabelValues)
 		}
 		kept := mf.Metric[:1]
 		for _, m := range mf.Metric[1:] {
@@ -157,7 +158,7 @@ func (b *familyBuilder) families() ([]*dto.MetricFamily, []error, familyCounts) 
 		mf.Metric = kept
 		out = append(out, mf)
 	}
-	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	sortfn.Sort(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out, b.errs, b.n
 }
 

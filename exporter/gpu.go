@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strings"
 
@@ -191,7 +192,7 @@ func nvlinkMetrics(st *State, gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *
 	}
 	// In the order of their label values, as the families sort them
 	// ("10" before "2"), which spares familyBuilder the sort.
-	slices.SortFunc(links, func(a, b int) int { return strings.Compare(itoa(a), itoa(b)) })
+	sortfn.Sort(links, func(a, b int) int { return strings.Compare(itoa(a), itoa(b)) })
 	links = slices.Compact(links)
 	for _, n := range links {
 		link := itoa(n)

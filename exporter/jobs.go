@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strings"
 
@@ -226,7 +227,7 @@ func jobMetrics(n *topology.Node, gpus *gpuLabelSet, rep audit.Report, unlisted 
 		for k := range jobs[ng.Index] {
 			keys = append(keys, k)
 		}
-		slices.SortFunc(keys, func(a, b jobKey) int {
+		sortfn.Sort(keys, func(a, b jobKey) int {
 			return strings.Compare(a.job+"\xff"+a.step+"\xff"+a.pod, b.job+"\xff"+b.step+"\xff"+b.pod)
 		})
 		var other audit.Verdict

@@ -192,7 +192,7 @@ func TestTopologyCachePerNode(t *testing.T) {
 	}
 }
 
-// Handler answers gzip (at BestSpeed) exactly where promhttp's own
+// Handler answers gzip (the stateless encoder) exactly where promhttp's own
 // handler would, and the decompressed answer is the plain one.
 func TestHandlerGzipNegotiation(t *testing.T) {
 	root, node := fixture(t, "dgx-h100")

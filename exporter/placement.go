@@ -1,7 +1,7 @@
 package exporter
 
 import (
-	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/platform"
 	"github.com/gpuaffinity/gpuaffinity/topology"
@@ -10,7 +10,7 @@ import (
 // The fleet series: one gpuaffinity_node_placement_info and one
 // gpuaffinity_node_layout_info per node, what `gpuaffinity fleet` builds
 // the cluster's topology files and its consistency report from
-// (docs/fleet.md). Both come from fleet.Describe, so that the agent and
+// (docs/fleet.md). Both come from nodeview.Describe, so that the agent and
 // the fleet reader agree on every fact.
 //
 // Cardinality: one series each per node. The placement labels change
@@ -21,7 +21,7 @@ import (
 // nodeMetrics renders the node's placement and layout digests. host is
 // the Hostname the GPU series carry.
 func nodeMetrics(n *topology.Node, pl *placement.Placement, host string, s *sink) {
-	d := fleet.Describe(n, pl, host)
+	d := nodeview.Describe(n, pl, host)
 	tier := func(i int) string {
 		if i < len(d.Tiers) {
 			return label(d.Tiers[i])

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 )
 
@@ -71,10 +71,10 @@ func TestNodePlacementSeries(t *testing.T) {
 			if len(got) != len(tc.want) {
 				t.Errorf("placement_info labels %v, want exactly %v", got, tc.want)
 			}
-			layout, firmware := fleet.NodeFacts(node)
+			layout, firmware := nodeview.NodeFacts(node)
 			r.must(t, "gpuaffinity_node_layout_info", map[string]string{"hostname": tc.want["hostname"],
 				"model": tc.want["model"], "gpu_model": tc.want["gpu_model"],
-				"layout": fleet.Digest(layout), "firmware": fleet.Digest(firmware)})
+				"layout": nodeview.Digest(layout), "firmware": nodeview.Digest(firmware)})
 			v, ok := r.value(t, "gpuaffinity_topology_imex_config_nodes", nil)
 			if tc.imex == 0 && ok {
 				t.Errorf("imex_config_nodes = %v on a node without an IMEX node list", v)

@@ -161,18 +161,6 @@ func Blocks(nodes []Node, o BlockOptions) (BlockPlan, error) {
 	return plan, nil
 }
 
-// Domain is the NVLink domain n's block is made of: "clique <clique>",
-// else "gpu memory fabric <id>"; "" where it is in none.
-func (n Node) Domain() string {
-	switch {
-	case n.Clique != "":
-		return "clique " + n.Clique
-	case n.GPUMemoryFabric != "":
-		return "gpu memory fabric " + n.GPUMemoryFabric
-	}
-	return ""
-}
-
 // previousBlocks maps every node of a previous block file to its block's
 // name, and every block's name to its domain (the comment WriteBlocks
 // puts above it, "<name>: NVLink domain, <domain>"; "block <name>" where

@@ -12,7 +12,7 @@ import (
 // TestReportWrite: Write is WriteText for "text" and the indented Report
 // for "json", and refuses another format before writing.
 func TestReportWrite(t *testing.T) {
-	r := Consistency([]Node{reportNode("a"), reportNode("b"), reportNode("c", Fact{"gpus", "4"})})
+	r := Consistency([]Node{reportNode("a"), reportNode("b"), reportNode("c", Fact{Key: "gpus", Value: "4"})})
 	var text, viaWrite bytes.Buffer
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)

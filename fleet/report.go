@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 	"io"
 	"slices"
 	"sort"
@@ -184,7 +185,7 @@ func compareGroup(group string, nodes []*Node) GroupReport {
 		}
 		v.nodes = append(v.nodes, n.Name)
 		if v.facts == nil && n.Facts != nil {
-			v.facts = sortFacts(slices.Clone(n.Facts))
+			v.facts = nodeview.SortFacts(slices.Clone(n.Facts))
 		}
 	}
 	layout, layoutN := majorityOf(layouts, len(nodes))

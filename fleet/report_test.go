@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 	"maps"
 	"reflect"
 	"slices"
@@ -34,7 +35,7 @@ func reportNode(name string, edits ...Fact) Node {
 	n := Node{Name: name, Target: "gpu/" + name + ":9400", Model: "SYS-821GE", GPUModel: "NVIDIA H100"}
 	var layout, firmware []Fact
 	for k, v := range facts {
-		f := Fact{k, v}
+		f := Fact{Key: k, Value: v}
 		if strings.HasPrefix(k, "nic.") && strings.HasSuffix(k, ".firmware") {
 			firmware = append(firmware, f)
 		} else {
@@ -43,7 +44,7 @@ func reportNode(name string, edits ...Fact) Node {
 		n.Facts = append(n.Facts, f)
 	}
 	slices.SortFunc(n.Facts, func(a, b Fact) int { return strings.Compare(a.Key, b.Key) })
-	n.Layout, n.Firmware = Digest(layout), Digest(firmware)
+	n.Layout, n.Firmware = nodeview.Digest(layout), nodeview.Digest(firmware)
 	return n
 }
 
@@ -63,7 +64,7 @@ func TestConsistencyDrift(t *testing.T) {
 		},
 		{
 			name: "layout fact",
-			nodes: []Node{reportNode("n4"), reportNode("n1"), reportNode("odd", Fact{"gpu3.nics", "mlx5_4 PIX"}),
+			nodes: []Node{reportNode("n4"), reportNode("n1"), reportNode("odd", Fact{Key: "gpu3.nics", Value: "mlx5_4 PIX"}),
 				reportNode("n3"), reportNode("n2")},
 			want: []Drift{{Node: "odd", Differences: []Difference{
 				{Key: "gpu3.nics", Value: "mlx5_4 PIX", Majority: "mlx5_3 PIX", Count: 4, Of: 5},
@@ -72,7 +73,7 @@ func TestConsistencyDrift(t *testing.T) {
 		{
 			name: "firmware only",
 			nodes: []Node{reportNode("n1"), reportNode("n2"), reportNode("n3"), reportNode("n4"),
-				reportNode("old-fw", Fact{"nic.mlx5_0.firmware", "28.37.1014"})},
+				reportNode("old-fw", Fact{Key: "nic.mlx5_0.firmware", Value: "28.37.1014"})},
 			want: []Drift{{Node: "old-fw", Differences: []Difference{
 				{Key: "nic.mlx5_0.firmware", Value: "28.37.1014", Majority: "28.39.1002", Count: 4, Of: 5},
 			}}},
@@ -80,7 +81,7 @@ func TestConsistencyDrift(t *testing.T) {
 		{
 			name: "layout and firmware facts, a missing fact and an extra one, keys sorted",
 			nodes: []Node{reportNode("n1"), reportNode("n2"), reportNode("n3"),
-				reportNode("odd", Fact{"nic.mlx5_3.firmware", "28.40.1000"}, Fact{"nic.mlx5_3.role", ""}, Fact{"gpu9.model", "X"})},
+				reportNode("odd", Fact{Key: "nic.mlx5_3.firmware", Value: "28.40.1000"}, Fact{Key: "nic.mlx5_3.role", Value: ""}, Fact{Key: "gpu9.model", Value: "X"})},
 			want: []Drift{{Node: "odd", Differences: []Difference{
 				{Key: "gpu9.model", Value: "X", Majority: "", Count: 3, Of: 4},
 				{Key: "nic.mlx5_3.firmware", Value: "28.40.1000", Majority: "28.39.1002", Count: 3, Of: 4},
@@ -89,8 +90,8 @@ func TestConsistencyDrift(t *testing.T) {
 		},
 		{
 			name: "two drifted, sorted",
-			nodes: []Node{reportNode("z-odd", Fact{"gpus", "7"}), reportNode("n1"), reportNode("n2"), reportNode("n3"),
-				reportNode("a-odd", Fact{"gpu3.model", "NVIDIA H100 NVL"})},
+			nodes: []Node{reportNode("z-odd", Fact{Key: "gpus", Value: "7"}), reportNode("n1"), reportNode("n2"), reportNode("n3"),
+				reportNode("a-odd", Fact{Key: "gpu3.model", Value: "NVIDIA H100 NVL"})},
 			want: []Drift{
 				{Node: "a-odd", Differences: []Difference{{Key: "gpu3.model", Value: "NVIDIA H100 NVL", Majority: "NVIDIA H100 80GB HBM3", Count: 4, Of: 5}}},
 				{Node: "z-odd", Differences: []Difference{{Key: "gpus", Value: "7", Majority: "8", Count: 4, Of: 5}}},
@@ -155,7 +156,7 @@ func good2(n Node, name string) Node {
 
 func TestConsistencyNoMajority(t *testing.T) {
 	a := []Node{reportNode("d"), reportNode("a")}
-	b := []Node{reportNode("c", Fact{"gpus", "4"}), reportNode("b", Fact{"gpus", "4"})}
+	b := []Node{reportNode("c", Fact{Key: "gpus", Value: "4"}), reportNode("b", Fact{Key: "gpus", Value: "4"})}
 	r := Consistency(append(a, b...))
 	if len(r.Groups) != 1 {
 		t.Fatalf("Groups = %+v, want one", r.Groups)
@@ -209,7 +210,7 @@ func TestConsistencyNoMajority(t *testing.T) {
 
 func TestConsistencyGroups(t *testing.T) {
 	b200 := func(name string) Node {
-		n := reportNode(name, Fact{"gpu3.model", "NVIDIA B200"})
+		n := reportNode(name, Fact{Key: "gpu3.model", Value: "NVIDIA B200"})
 		n.Model, n.GPUModel = "SYS-A21GE", "NVIDIA B200"
 		return n
 	}
@@ -247,7 +248,7 @@ func TestConsistencyGroups(t *testing.T) {
 
 func TestConsistencyWarnings(t *testing.T) {
 	bare := Node{Name: "no-agent", Target: "gpu/no-agent:9400", Model: "SYS-821GE", GPUModel: "NVIDIA H100"}
-	dup := good2(reportNode("n1", Fact{"gpus", "4"}), "n1")
+	dup := good2(reportNode("n1", Fact{Key: "gpus", Value: "4"}), "n1")
 	dup.Target = "gpu/n1-b:9400"
 	r := Consistency([]Node{reportNode("n1"), reportNode("n2"), bare, reportNode("n3"), dup})
 	if len(r.Warnings) != 2 {
@@ -440,7 +441,7 @@ func TestReportWriteTextHostile(t *testing.T) {
 		bad.Model = s
 		bad.Clique = s
 		bad.IMEXNodes = 3
-		bad.Facts = append(slices.Clone(bad.Facts), Fact{s, s})
+		bad.Facts = append(slices.Clone(bad.Facts), Fact{Key: s, Value: s})
 		bad.Layout = s
 		nodes = append(nodes, bad)
 	}
@@ -514,11 +515,11 @@ func onlyOnePerVariant(nodes []Node) []Node {
 // node's: nodes with the same digests have the same facts.
 func TestConsistencyOneNodePerVariant(t *testing.T) {
 	for _, nodes := range [][]Node{
-		{reportNode("n4"), reportNode("n1"), reportNode("odd", Fact{"gpu3.nics", "mlx5_4 PIX"}), reportNode("odd2", Fact{"gpu3.nics", "mlx5_4 PIX"}),
+		{reportNode("n4"), reportNode("n1"), reportNode("odd", Fact{Key: "gpu3.nics", Value: "mlx5_4 PIX"}), reportNode("odd2", Fact{Key: "gpu3.nics", Value: "mlx5_4 PIX"}),
 			reportNode("n3"), reportNode("n2")},
 		{reportNode("n1"), reportNode("n2"), reportNode("n3"),
-			reportNode("odd", Fact{"nic.mlx5_3.firmware", "28.40.1000"}, Fact{"nic.mlx5_3.role", ""}, Fact{"gpu9.model", "X"})},
-		{reportNode("a"), reportNode("b", Fact{"gpus", "7"}), reportNode("c", Fact{"gpus", "6"})},
+			reportNode("odd", Fact{Key: "nic.mlx5_3.firmware", Value: "28.40.1000"}, Fact{Key: "nic.mlx5_3.role", Value: ""}, Fact{Key: "gpu9.model", Value: "X"})},
+		{reportNode("a"), reportNode("b", Fact{Key: "gpus", Value: "7"}), reportNode("c", Fact{Key: "gpus", Value: "6"})},
 	} {
 		all, one := Consistency(nodes), Consistency(onlyOnePerVariant(nodes))
 		if !reflect.DeepEqual(all, one) {
@@ -526,7 +527,7 @@ func TestConsistencyOneNodePerVariant(t *testing.T) {
 		}
 	}
 	// A variant none of whose nodes has facts differs by digest only.
-	nodes := []Node{reportNode("n1"), reportNode("n2"), reportNode("n3"), reportNode("odd", Fact{"gpus", "7"})}
+	nodes := []Node{reportNode("n1"), reportNode("n2"), reportNode("n3"), reportNode("odd", Fact{Key: "gpus", Value: "7"})}
 	nodes[3].Facts = nil
 	g := Consistency(nodes).Groups[0]
 	if len(g.Drifted) != 1 || g.Drifted[0].Differences[0].Key != KeyLayoutDigest {
@@ -537,7 +538,7 @@ func TestConsistencyOneNodePerVariant(t *testing.T) {
 // A stale node (not scraped now) is listed, not compared, and is still
 // its clique's member; refused targets fail the report.
 func TestConsistencyStaleAndRefused(t *testing.T) {
-	a, b := reportNode("a"), reportNode("b", Fact{"gpus", "7"})
+	a, b := reportNode("a"), reportNode("b", Fact{Key: "gpus", Value: "7"})
 	b.Stale = true
 	a.Clique, b.Clique = "u.1", "u.1"
 	a.IMEXNodes, b.IMEXNodes = 2, 2
@@ -566,21 +567,21 @@ func TestConsistencyStaleAndRefused(t *testing.T) {
 func benchFleet(n, extra int) []Node {
 	base := map[string]string{"gpus": "8"}
 	for g := range 8 {
-		base[GPUKey(strconv.Itoa(g), "model")] = "NVIDIA H100 80GB HBM3"
-		base[GPUKey(strconv.Itoa(g), "nics")] = "mlx5_" + strconv.Itoa(g) + " PIX"
-		base[NICKey("mlx5_"+strconv.Itoa(g), "role")] = "compute"
-		base[NICKey("mlx5_"+strconv.Itoa(g), "firmware")] = "28.39.1002"
+		base[nodeview.GPUKey(strconv.Itoa(g), "model")] = "NVIDIA H100 80GB HBM3"
+		base[nodeview.GPUKey(strconv.Itoa(g), "nics")] = "mlx5_" + strconv.Itoa(g) + " PIX"
+		base[nodeview.NICKey("mlx5_"+strconv.Itoa(g), "role")] = "compute"
+		base[nodeview.NICKey("mlx5_"+strconv.Itoa(g), "firmware")] = "28.39.1002"
 	}
 	mk := func(name string, edit func(map[string]string), facts bool) Node {
 		m := maps.Clone(base)
 		edit(m)
 		var fs []Fact
 		for k, v := range m {
-			fs = append(fs, Fact{k, v})
+			fs = append(fs, Fact{Key: k, Value: v})
 		}
-		nd := Node{Name: name, Model: "M", GPUModel: "G", Layout: Digest(fs), Firmware: "F"}
+		nd := Node{Name: name, Model: "M", GPUModel: "G", Layout: nodeview.Digest(fs), Firmware: "F"}
 		if facts {
-			nd.Facts = sortFacts(fs)
+			nd.Facts = nodeview.SortFacts(fs)
 		}
 		return nd
 	}
@@ -591,7 +592,7 @@ func benchFleet(n, extra int) []Node {
 		case i == 1 && extra > 0:
 			nodes = append(nodes, mk(name, func(m map[string]string) {
 				for j := range extra {
-					m[NICKey("flood"+strconv.Itoa(j), "role")] = "other"
+					m[nodeview.NICKey("flood"+strconv.Itoa(j), "role")] = "other"
 				}
 			}, true))
 		case i%50 == 1:

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strings"
 
@@ -86,7 +87,7 @@ func mergeVendors(rs ...Result) Result {
 		return rs[0]
 	}
 	rs = slices.Clone(rs)
-	slices.SortStableFunc(rs, func(a, b Result) int { return b.Verdict.rank() - a.Verdict.rank() })
+	sortfn.SortStable(rs, func(a, b Result) int { return b.Verdict.rank() - a.Verdict.rank() })
 	out := Result{Verdict: rs[0].Verdict}
 	var reasons, hints []string
 	for _, r := range rs {

@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"fmt"
 
-	"go.yaml.in/yaml/v3"
+	// YAML 1.1 v2, not v3: the agent reads --expect, and v2 is the YAML
+	// library it links anyway (exporter-toolkit's web configuration), so
+	// v3 would add a second one to the daemon's resident code. An
+	// expectations file is two maps of integers, strings and a number,
+	// which both read alike.
+	"go.yaml.in/yaml/v2"
 
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -55,12 +60,11 @@ func Learn(n topology.Node) Expect {
 	return e
 }
 
-// MarshalYAML renders e with a comment header.
+// YAML renders e with a comment header.
 func (e Expect) YAML() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("# gpuaffinity check --expect: learned expectations; edit and keep with the node image\n")
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
+	enc := yaml.NewEncoder(&b) // v2 indents by two spaces
 	if err := enc.Encode(e); err != nil {
 		return nil, err
 	}
@@ -73,7 +77,7 @@ func (e Expect) YAML() ([]byte, error) {
 func ParseExpect(data []byte, name string) (*Expect, error) {
 	var e Expect
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec.SetStrict(true)
 	if err := dec.Decode(&e); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -507,6 +507,14 @@ func TestLearnYAMLRoundTrip(t *testing.T) {
 	if _, err := ParseExpect([]byte("gpus:\n  cuont: 8\n"), "e.yaml"); err == nil || !strings.HasPrefix(err.Error(), "e.yaml: ") {
 		t.Errorf("unknown key: want an error naming the file, got %v", err)
 	}
+	// A key given twice is an error, not the last one silently kept.
+	if _, err := ParseExpect([]byte("gpus:\n  count: 8\n  count: 4\n"), "e.yaml"); err == nil || !strings.HasPrefix(err.Error(), "e.yaml: ") {
+		t.Errorf("duplicate key: want an error naming the file, got %v", err)
+	}
+	// A version that reads as a number keeps its text.
+	if e, err := ParseExpect([]byte("nics:\n  firmware: 28.10\n"), "e.yaml"); err != nil || e.NICs.Firmware != "28.10" {
+		t.Errorf("firmware 28.10: %+v, %v", e, err)
+	}
 }
 
 func TestParseKmsg(t *testing.T) {

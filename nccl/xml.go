@@ -3,6 +3,7 @@ package nccl
 import (
 	"cmp"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io"
 	"maps"
 	"math"
@@ -156,7 +157,7 @@ func xmlTree(n topology.Node, opts XMLOptions) (*ncclxml.Element, error) {
 
 // xmlSortRec orders the children of e by busid, as NCCL keeps them.
 func xmlSortRec(e *ncclxml.Element) {
-	slices.SortStableFunc(e.Children, func(a, b *ncclxml.Element) int {
+	sortfn.SortStable(e.Children, func(a, b *ncclxml.Element) int {
 		x, _ := a.Value("busid")
 		y, _ := b.Value("busid")
 		return strings.Compare(x, y)
@@ -471,7 +472,7 @@ func (b *xmlBuilder) synthesize() {
 		}
 		list = append(list, g)
 	}
-	slices.SortFunc(list, func(a, b *group) int { return cmp.Compare(a.first, b.first) })
+	sortfn.Sort(list, func(a, b *group) int { return cmp.Compare(a.first, b.first) })
 	for k, g := range list {
 		gpu := b.n.GPUs[g.first]
 		numa := b.leaves[gpu.BusID].numa

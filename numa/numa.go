@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"path"
 	"slices"
@@ -178,7 +179,7 @@ func readNodes(root *rootfs.Root) ([]Node, error) {
 		}
 		nodes = append(nodes, n)
 	}
-	slices.SortFunc(nodes, func(a, b Node) int { return a.ID - b.ID })
+	sortfn.Sort(nodes, func(a, b Node) int { return a.ID - b.ID })
 	return nodes, errors.Join(errs...)
 }
 

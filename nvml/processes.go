@@ -2,7 +2,7 @@ package nvml
 
 import (
 	"fmt"
-	"slices"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -117,6 +117,6 @@ func readGPUProcesses(lib nvml.Interface, i int) GPUProcesses {
 			}
 		}
 	}
-	slices.SortFunc(g.Processes, func(a, b Process) int { return int(a.PID) - int(b.PID) })
+	sortfn.Sort(g.Processes, func(a, b Process) int { return int(a.PID) - int(b.PID) })
 	return g
 }

@@ -3,11 +3,11 @@ package pci
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"path"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +91,7 @@ func (f FS) Devices() (devs []Device, errs []error, err error) {
 			devs = append(devs, *r.d)
 		}
 	}
-	slices.SortFunc(devs, func(a, b Device) int {
+	sortfn.Sort(devs, func(a, b Device) int {
 		if a.Address == b.Address {
 			return 0
 		}

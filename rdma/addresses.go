@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/rootfs"
@@ -60,7 +60,7 @@ func ReadAddresses(root *rootfs.Root) (map[string][]string, []error) {
 			out[name] = append(out[name], s)
 		}
 	}
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	sortfn.Sort(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return out, errs
 }
 

@@ -3,6 +3,7 @@ package rdma
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"path"
 	"slices"
@@ -98,7 +99,7 @@ func readDevice(root *rootfs.Root, classDir, name string) (*Device, []error) {
 		}
 		d.Ports = append(d.Ports, p)
 	}
-	slices.SortFunc(d.Ports, func(a, b Port) int { return a.Port - b.Port })
+	sortfn.Sort(d.Ports, func(a, b Port) int { return a.Port - b.Port })
 	return d, errs
 }
 
@@ -177,7 +178,7 @@ func readGIDs(root *rootfs.Root, portDir string) []GID {
 		nd, _ := root.String(path.Join(portDir, "gid_attrs/ndevs", e.Name()))
 		out = append(out, GID{Index: i, GID: g, Type: typ, Netdev: nd})
 	}
-	slices.SortFunc(out, func(a, b GID) int { return a.Index - b.Index })
+	sortfn.Sort(out, func(a, b GID) int { return a.Index - b.Index })
 	return out
 }
 

@@ -3,6 +3,7 @@ package render
 import (
 	"cmp"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,7 +155,7 @@ func (b *builder) graph() graph {
 			c.lines = numaLines(id, described[id])
 		}
 		c.nodes = byNUMA[id]
-		slices.SortFunc(c.nodes, func(x, y gnode) int {
+		sortfn.Sort(c.nodes, func(x, y gnode) int {
 			return cmp.Or(cmp.Compare(x.kind, y.kind), compareKeys(x.key, y.key))
 		})
 		if len(c.nodes) == 0 {
@@ -169,7 +170,7 @@ func (b *builder) graph() graph {
 	for e := range b.edges {
 		g.edges = append(g.edges, e)
 	}
-	slices.SortFunc(g.edges, func(x, y gedge) int {
+	sortfn.Sort(g.edges, func(x, y gedge) int {
 		return cmp.Or(cmp.Compare(x.kind, y.kind), compareKeys(x.from, y.from),
 			compareKeys(x.to, y.to), strings.Compare(x.label, y.label))
 	})

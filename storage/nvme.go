@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,7 +85,7 @@ func Controllers(root *rootfs.Root) ([]Controller, []error) {
 			out = append(out, *c)
 		}
 	}
-	slices.SortFunc(out, func(a, b Controller) int { return cmpName(a.Name, b.Name) })
+	sortfn.Sort(out, func(a, b Controller) int { return cmpName(a.Name, b.Name) })
 	return out, errs
 }
 
@@ -164,7 +164,7 @@ func controller(root *rootfs.Root, name string) (*Controller, []error) {
 		}
 		c.Namespaces = append(c.Namespaces, ns)
 	}
-	slices.SortFunc(c.Namespaces, func(a, b Namespace) int { return cmp.Compare(a.Block, b.Block) })
+	sortfn.Sort(c.Namespaces, func(a, b Namespace) int { return cmp.Compare(a.Block, b.Block) })
 	return c, errs
 }
 
@@ -220,7 +220,7 @@ func Disks(root *rootfs.Root, name string) ([]string, error) {
 	if err := walk(name, 0); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, cmpName)
+	sortfn.Sort(out, cmpName)
 	return out, nil
 }
 

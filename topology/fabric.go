@@ -3,6 +3,7 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 
 	"github.com/gpuaffinity/gpuaffinity/internal/k8slabel"
@@ -264,7 +265,7 @@ func (n *Node) linkFabric() {
 		}
 		f.Domains[i].GPUs = append(f.Domains[i].GPUs, g.Index)
 	}
-	slices.SortFunc(f.Domains, func(a, b NVLinkDomain) int {
+	sortfn.Sort(f.Domains, func(a, b NVLinkDomain) int {
 		return cmp.Or(cmp.Compare(a.ClusterUUID, b.ClusterUUID), cmp.Compare(a.CliqueID, b.CliqueID))
 	})
 	if f.IMEX.Channels == nil {

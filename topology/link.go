@@ -3,6 +3,7 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strings"
 )
@@ -357,7 +358,7 @@ func (c *roleCtx) avoidDown(pairs []Pair, compute []int) {
 			continue
 		}
 		want := min(len(p.DownNICs), len(set))
-		slices.SortStableFunc(set, func(a, b int) int { return cmp.Compare(load[a], load[b]) })
+		sortfn.SortStable(set, func(a, b int) int { return cmp.Compare(load[a], load[b]) })
 		chosen := slices.Clone(set[:want])
 		slices.Sort(chosen)
 		for _, ni := range chosen {

@@ -3,6 +3,7 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"maps"
 	"slices"
 	"strconv"
@@ -505,7 +506,7 @@ func (c *roleCtx) computeByLayout(set func(int, Role, string, ...Role), decided 
 	for _, k := range kinds {
 		covs = append(covs, c.cover(k, byKind[k]))
 	}
-	slices.SortFunc(covs, c.better)
+	sortfn.Sort(covs, c.better)
 	primary := covs[0]
 	members := slices.Clone(primary.nics)
 	joined := []nicKind{}

@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,7 +208,7 @@ func VisibleAMDGPUs(n Node, rocr, hip *string) (Selection, error) {
 			agents = append(agents, amdAgent{o, g.Index})
 		}
 	}
-	slices.SortFunc(agents, func(a, b amdAgent) int { return a.ord - b.ord })
+	sortfn.Sort(agents, func(a, b amdAgent) int { return a.ord - b.ord })
 	for _, a := range agents {
 		exposed = append(exposed, amdDevice{gpu: a.gpu})
 	}

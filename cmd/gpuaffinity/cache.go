@@ -1,3 +1,5 @@
+//go:build !agent_only
+
 package main
 
 import (
@@ -59,16 +61,4 @@ func (c *cacheFlags) load(cmd *cobra.Command, g *globals, nf *nodeFlags, launch 
 		}
 	}
 	return nf.discover(cmd, g)
-}
-
-// defaultStateDir is where the agent writes, and env and cpumap look.
-const defaultStateDir = "/run/gpuaffinity"
-
-// stateDirDefault is --state-dir's default: GPUAFFINITY_STATE_DIR, else
-// /run/gpuaffinity.
-func stateDirDefault() string {
-	if d := os.Getenv("GPUAFFINITY_STATE_DIR"); d != "" {
-		return d
-	}
-	return defaultStateDir
 }

@@ -1,3 +1,5 @@
+//go:build !agent_only
+
 package main
 
 import (
@@ -157,15 +159,6 @@ as another user than root. See docs/health.md.`,
 // "# +expiry-time=" and the node loses gpuaffinity.io/healthy rather
 // than keeping the last verdict forever.
 const defaultNFDExpiry = 30 * time.Minute
-
-// loadExpect reads an expectations file (--expect) for health.ParseExpect.
-func loadExpect(path string) (*health.Expect, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return health.ParseExpect(b, path)
-}
 
 // checkUnknown reports a could-not-check error in the machine formats
 // too: npd wants its message on stdout.

@@ -10,8 +10,8 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/testenv"
 )
 
-// TestBinaryLinksNoFixtures: the binary, with the agent and without
-// (omit_agent), links no test tooling (internal/testutil/..., the
+// TestBinaryLinksNoFixtures: each build of the binary (full, launch path
+// omit_agent, agent alone agent_only) links no test tooling (internal/testutil/..., the
 // fixture builder among it) and embeds no file of the hand-written test
 // expectations or specs: --demo machines come from internal/demo's
 // prebuilt images only.
@@ -24,7 +24,7 @@ func TestBinaryLinksNoFixtures(t *testing.T) {
 		t.Skipf("go is not on PATH, cannot list the binary's packages: %v", err)
 	}
 	const mod = "github.com/gpuaffinity/gpuaffinity/"
-	for _, tags := range []string{"", "omit_agent"} {
+	for _, tags := range []string{"", "omit_agent", "agent_only"} {
 		out, err := exec.Command(goTool, "list", "-deps", "-tags="+tags,
 			"-f", `{{.ImportPath}} {{join .EmbedFiles ","}}`, ".").Output()
 		if err != nil {

@@ -1,4 +1,4 @@
-//go:build !omit_agent
+//go:build !omit_agent && !agent_only
 
 package main
 

@@ -33,6 +33,7 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/fleet"
 	"github.com/gpuaffinity/gpuaffinity/fleet/kube"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 	"github.com/gpuaffinity/gpuaffinity/fleet/prom"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/promtest"
@@ -568,7 +569,7 @@ func waitFleetAt(t *testing.T, srv *promtest.Server, live, down []string) time.T
 	}
 }
 
-// digestRE is a layout or firmware digest (fleet.Digest): the report's
+// digestRE is a layout or firmware digest (nodeview.Digest): the report's
 // expectation holds <digest> in its place, since checkFleetDigests
 // checks the digests themselves.
 var digestRE = regexp.MustCompile(`\b[0-9a-f]{16}\b`)
@@ -591,7 +592,7 @@ func waitFleetSeries(t *testing.T, srv *promtest.Server, n int) {
 }
 
 // checkFleetDigests checks the digests two ways: the layout and firmware
-// digests each agent exports equal fleet.Digest of the facts the fleet
+// digests each agent exports equal nodeview.Digest of the facts the fleet
 // reader rebuilt from the other series, and equal the digests of the
 // facts discovery gives on the node's root here; nodes built alike share
 // them and the drifted node does not.
@@ -624,9 +625,9 @@ func checkFleetDigests(t *testing.T, url string, at time.Time, fx fleetFixture, 
 		if err != nil {
 			t.Fatalf("%s: discover: %v", fn.Name, err)
 		}
-		l, f := fleet.NodeFacts(&tn)
-		if fleet.Digest(l) != n.Layout || fleet.Digest(f) != n.Firmware {
-			t.Errorf("%s: digests of discovery's facts %s/%s, exported %s/%s", fn.Name, fleet.Digest(l), fleet.Digest(f), n.Layout, n.Firmware)
+		l, f := nodeview.NodeFacts(&tn)
+		if nodeview.Digest(l) != n.Layout || nodeview.Digest(f) != n.Firmware {
+			t.Errorf("%s: digests of discovery's facts %s/%s, exported %s/%s", fn.Name, nodeview.Digest(l), nodeview.Digest(f), n.Layout, n.Firmware)
 		}
 		if n.Facts == nil {
 			continue
@@ -639,10 +640,10 @@ func checkFleetDigests(t *testing.T, url string, at time.Time, fx fleetFixture, 
 				layout = append(layout, f)
 			}
 		}
-		if got := fleet.Digest(layout); got != n.Layout {
+		if got := nodeview.Digest(layout); got != n.Layout {
 			t.Errorf("%s: layout label %s, digest of the facts read back %s (facts %v)", n.Name, n.Layout, got, layout)
 		}
-		if got := fleet.Digest(firmware); got != n.Firmware {
+		if got := nodeview.Digest(firmware); got != n.Firmware {
 			t.Errorf("%s: firmware label %s, digest of the facts read back %s", n.Name, n.Firmware, got)
 		}
 	}

@@ -79,9 +79,7 @@ classes of nvidia-smi topo -m (PIX/PXB/PHB/NODE/SYS), and renders it.`,
 	// same line as the version command.
 	cmd.Version = version
 	cmd.SetVersionTemplate(versionLine())
-	cmd.AddCommand(newVersionCmd(), newTopoCmd(g), newSnapshotCmd(g), newNCCLTopoCmd(g), newCuFileCmd(g), newEnvCmd(g),
-		newCpumapCmd(g), newExecCmd(g), newGresCmd(g), newCheckCmd(g), newAuditCmd(g), newAgentCmd(g), newFleetCmd(g))
-	registerCompletions(cmd)
+	addCommands(cmd, g)
 	return cmd
 }
 

@@ -1,3 +1,5 @@
+//go:build !agent_only
+
 package main
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 	"github.com/gpuaffinity/gpuaffinity/fleet/prom"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/promtest"
 )
@@ -22,7 +23,7 @@ import (
 // serves: a tray with a clique, two tiers and an IMEX list; two GPUs,
 // GPU 0 paired with two NICs, GPU 1 with none; two compute NICs and a
 // device without a role (not a fact). The digests are those of the
-// facts these series give (fleet.Digest; checked below, so that the
+// facts these series give (nodeview.Digest; checked below, so that the
 // reader's integrity check accepts them).
 const (
 	n1Layout   = "f5b2a8e2b1d0c2d4"
@@ -61,7 +62,7 @@ var n1Facts = []fleet.Fact{
 	{Key: "nic.mlx5_1.role", Value: "compute"},
 }
 
-// digests are fleet.Digest of n1Facts' layout and firmware facts.
+// digests are nodeview.Digest of n1Facts' layout and firmware facts.
 func digests() (layout, firmware string) {
 	var l, f []fleet.Fact
 	for _, x := range n1Facts {
@@ -71,7 +72,7 @@ func digests() (layout, firmware string) {
 			l = append(l, x)
 		}
 	}
-	return fleet.Digest(l), fleet.Digest(f)
+	return nodeview.Digest(l), nodeview.Digest(f)
 }
 
 // n1Body is n1's exposition with its digests, under host name host.

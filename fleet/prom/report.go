@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 )
 
 // report reads what fleet.Consistency compares, for the nodes scraped
@@ -114,7 +115,7 @@ func (r *reader) variantFacts(ctx context.Context, nodes []*fleet.Node) error {
 			if !ok {
 				continue
 			}
-			if fleet.Digest(f.layout) != n.Layout || fleet.Digest(f.firmware) != n.Firmware {
+			if nodeview.Digest(f.layout) != n.Layout || nodeview.Digest(f.firmware) != n.Firmware {
 				r.warn("node %s: the facts its series give do not hash to its layout and firmware digests (a scrape read half way, or an agent that reports wrongly): not used",
 					quoted(n.Name))
 				continue
@@ -135,7 +136,7 @@ type nodeFacts struct{ layout, firmware []fleet.Fact }
 // stays a few kilobytes.
 const factBatch = 200
 
-// facts reads the itemized facts of nodes (fleet.NodeFacts, rebuilt from
+// facts reads the itemized facts of nodes (nodeview.NodeFacts, rebuilt from
 // the series): GPUs and their models (gpuaffinity_gpu_info), each GPU's
 // NICs and class (gpuaffinity_topology_pair_info), each RDMA device's
 // role, fabric and firmware (gpuaffinity_rdma_info). A node with more
@@ -251,19 +252,19 @@ func (r *reader) factBatch(ctx context.Context, nodes []*fleet.Node, out map[str
 			continue
 		}
 		var f nodeFacts
-		f.layout = append(f.layout, fleet.Fact{Key: fleet.KeyGPUs, Value: strconv.Itoa(len(gpus[t]))})
+		f.layout = append(f.layout, fleet.Fact{Key: nodeview.KeyGPUs, Value: strconv.Itoa(len(gpus[t]))})
 		for g, model := range gpus[t] {
-			f.layout = append(f.layout, fleet.Fact{Key: fleet.GPUKey(g, "model"), Value: model})
+			f.layout = append(f.layout, fleet.Fact{Key: nodeview.GPUKey(g, "model"), Value: model})
 			var p pair
 			if pp := pairs[t][g]; pp != nil {
 				p = *pp
 			}
-			f.layout = append(f.layout, fleet.Fact{Key: fleet.GPUKey(g, "nics"), Value: fleet.PairFact(p.nics, p.class)})
+			f.layout = append(f.layout, fleet.Fact{Key: nodeview.GPUKey(g, "nics"), Value: nodeview.PairFact(p.nics, p.class)})
 		}
 		for dev, c := range nics[t] {
-			f.layout = append(f.layout, fleet.Fact{Key: fleet.NICKey(dev, "role"), Value: c.role},
-				fleet.Fact{Key: fleet.NICKey(dev, "fabric"), Value: c.fabric})
-			f.firmware = append(f.firmware, fleet.Fact{Key: fleet.NICKey(dev, "firmware"), Value: c.firmware})
+			f.layout = append(f.layout, fleet.Fact{Key: nodeview.NICKey(dev, "role"), Value: c.role},
+				fleet.Fact{Key: nodeview.NICKey(dev, "fabric"), Value: c.fabric})
+			f.firmware = append(f.firmware, fleet.Fact{Key: nodeview.NICKey(dev, "firmware"), Value: c.firmware})
 		}
 		out[t] = f
 	}

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"path"
 	"slices"
@@ -164,7 +165,7 @@ func (m *Memory) add(p string, n *memNode) {
 func (m *Memory) Root() *Root {
 	for _, n := range m.unsorted {
 		if !n.sorted {
-			slices.SortFunc(n.entries, func(a, b *memNode) int { return strings.Compare(a.name, b.name) })
+			sortfn.Sort(n.entries, func(a, b *memNode) int { return strings.Compare(a.name, b.name) })
 			n.sorted = true
 		}
 	}

@@ -18,12 +18,12 @@ package rootfs
 import (
 	"errors"
 	"fmt"
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"io/fs"
 	"math"
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -312,7 +312,7 @@ func listFD(fd int, name string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	sortfn.Sort(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 )
 
 // Composition of the fleet: shares of N, and the sizes of the groups the
@@ -77,8 +78,8 @@ type node struct {
 	firmware []string   // per machine NIC
 	drift    string     // what drifted: "" none
 	gapped   bool       // absent since gapStart
-	layout   string     // fleet.Digest of the layout facts
-	fwDigest string     // fleet.Digest of the firmware facts
+	layout   string     // nodeview.Digest of the layout facts
+	fwDigest string     // nodeview.Digest of the firmware facts
 }
 
 // generate builds the fleet of n nodes; seed and n decide everything.
@@ -176,26 +177,26 @@ func generate(n int, seed uint64) ([]*node, composition) {
 	}
 	for _, nd := range nodes {
 		layout, firmware := nd.facts()
-		nd.layout, nd.fwDigest = fleet.Digest(layout), fleet.Digest(firmware)
+		nd.layout, nd.fwDigest = nodeview.Digest(layout), nodeview.Digest(firmware)
 	}
 	return nodes, c
 }
 
-// facts are the node's layout and firmware facts as fleet.NodeFacts
+// facts are the node's layout and firmware facts as nodeview.NodeFacts
 // itemizes them.
 func (nd *node) facts() (layout, firmware []fleet.Fact) {
-	layout = append(layout, fleet.Fact{Key: fleet.KeyGPUs, Value: strconv.Itoa(len(nd.m.gpus))})
+	layout = append(layout, fleet.Fact{Key: nodeview.KeyGPUs, Value: strconv.Itoa(len(nd.m.gpus))})
 	for i := range nd.m.gpus {
 		gpu := strconv.Itoa(i)
 		layout = append(layout,
-			fleet.Fact{Key: fleet.GPUKey(gpu, "model"), Value: nd.m.gpuModel},
-			fleet.Fact{Key: fleet.GPUKey(gpu, "nics"), Value: fleet.PairFact(nd.pairs[i], nd.class[i])})
+			fleet.Fact{Key: nodeview.GPUKey(gpu, "model"), Value: nd.m.gpuModel},
+			fleet.Fact{Key: nodeview.GPUKey(gpu, "nics"), Value: nodeview.PairFact(nd.pairs[i], nd.class[i])})
 	}
 	for i, nic := range nd.m.nics {
 		layout = append(layout,
-			fleet.Fact{Key: fleet.NICKey(nic.dev, "role"), Value: nic.role},
-			fleet.Fact{Key: fleet.NICKey(nic.dev, "fabric"), Value: nic.fabric})
-		firmware = append(firmware, fleet.Fact{Key: fleet.NICKey(nic.dev, "firmware"), Value: nd.firmware[i]})
+			fleet.Fact{Key: nodeview.NICKey(nic.dev, "role"), Value: nic.role},
+			fleet.Fact{Key: nodeview.NICKey(nic.dev, "fabric"), Value: nic.fabric})
+		firmware = append(firmware, fleet.Fact{Key: nodeview.NICKey(nic.dev, "firmware"), Value: nd.firmware[i]})
 	}
 	return layout, firmware
 }

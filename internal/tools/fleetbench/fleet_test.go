@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuaffinity/gpuaffinity/discover"
 	"github.com/gpuaffinity/gpuaffinity/fleet"
+	"github.com/gpuaffinity/gpuaffinity/fleet/nodeview"
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys"
 	"github.com/gpuaffinity/gpuaffinity/nvml"
 	"github.com/gpuaffinity/gpuaffinity/placement"
@@ -59,10 +60,10 @@ func TestGenerate(t *testing.T) {
 			}
 		}
 		layout, firmware := fleetFacts(nd)
-		if got := fleet.Digest(layout); got != nd.layout {
+		if got := nodeview.Digest(layout); got != nd.layout {
 			t.Errorf("%s: layout %s, its series give %s", nd.name, nd.layout, got)
 		}
-		if got := fleet.Digest(firmware); got != nd.fwDigest {
+		if got := nodeview.Digest(firmware); got != nd.fwDigest {
 			t.Errorf("%s: firmware %s, its series give %s", nd.name, nd.fwDigest, got)
 		}
 		if nd.drift == "" {
@@ -192,7 +193,7 @@ func TestMachinesMatchExamples(t *testing.T) {
 			if m == gcpA3Ultra {
 				pl = &placement.Placement{InstanceType: m.model} // GCP's DMI names no type: the metadata's machine type
 			}
-			d := fleet.Describe(&n, pl, "x")
+			d := nodeview.Describe(&n, pl, "x")
 			var nd *node
 			for _, x := range nodes {
 				if x.m == m && x.drift == "" {
@@ -271,7 +272,7 @@ func TestGOMEMLIMIT(t *testing.T) {
 // fleetFacts rebuilds a node's facts from its series as the fleet reader
 // (fleet/prom) does: what the layout and firmware digests must match.
 func fleetFacts(nd *node) (layout, firmware []fleet.Fact) {
-	layout = []fleet.Fact{{Key: fleet.KeyGPUs, Value: strconv.Itoa(len(nd.series("gpuaffinity_gpu_info")))}}
+	layout = []fleet.Fact{{Key: nodeview.KeyGPUs, Value: strconv.Itoa(len(nd.series("gpuaffinity_gpu_info")))}}
 	nics := map[string][]string{}
 	class := map[string]string{}
 	for _, s := range nd.series("gpuaffinity_topology_pair_info") {
@@ -281,14 +282,14 @@ func fleetFacts(nd *node) (layout, firmware []fleet.Fact) {
 	}
 	for _, s := range nd.series("gpuaffinity_gpu_info") {
 		g := get(s, "gpu")
-		layout = append(layout, fleet.Fact{Key: fleet.GPUKey(g, "model"), Value: get(s, "model")},
-			fleet.Fact{Key: fleet.GPUKey(g, "nics"), Value: fleet.PairFact(nics[g], class[g])})
+		layout = append(layout, fleet.Fact{Key: nodeview.GPUKey(g, "model"), Value: get(s, "model")},
+			fleet.Fact{Key: nodeview.GPUKey(g, "nics"), Value: nodeview.PairFact(nics[g], class[g])})
 	}
 	for _, s := range nd.series("gpuaffinity_rdma_info") {
 		dev := get(s, "device")
-		layout = append(layout, fleet.Fact{Key: fleet.NICKey(dev, "role"), Value: get(s, "role")},
-			fleet.Fact{Key: fleet.NICKey(dev, "fabric"), Value: get(s, "fabric")})
-		firmware = append(firmware, fleet.Fact{Key: fleet.NICKey(dev, "firmware"), Value: get(s, "firmware")})
+		layout = append(layout, fleet.Fact{Key: nodeview.NICKey(dev, "role"), Value: get(s, "role")},
+			fleet.Fact{Key: nodeview.NICKey(dev, "fabric"), Value: get(s, "fabric")})
+		firmware = append(firmware, fleet.Fact{Key: nodeview.NICKey(dev, "firmware"), Value: get(s, "firmware")})
 	}
 	return layout, firmware
 }

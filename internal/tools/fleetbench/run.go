@@ -68,10 +68,11 @@ type result struct {
 	err     error
 }
 
-// buildBinary builds the full gpuaffinity (the agent build, which has
-// the fleet command) of the module in the working directory into dir.
+// buildBinary builds the full gpuaffinity (gpuaffinity-fleet, which has
+// the fleet command in process) of the module in the working directory
+// into dir.
 func buildBinary(dir string) (string, error) {
-	bin := filepath.Join(dir, "gpuaffinity-agent")
+	bin := filepath.Join(dir, "gpuaffinity-fleet")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gpuaffinity")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/gpuaffinity: %w\n%s", err, tail(out, 2000))

@@ -191,14 +191,15 @@ func (b *bench) setup(ctx context.Context) error {
 			return err
 		}
 		// As make build: the launch-path gpuaffinity (-tags
-		// omit_agent) and beside it gpuaffinity-agent, which its agent
-		// command runs.
+		// omit_agent) and beside it gpuaffinity-agent (-tags
+		// agent_only), which its agent command runs. (gpuaffinity-fleet
+		// is not measured.)
 		b.bin = filepath.Join(b.tmp, "gpuaffinity")
 		progress("building ./cmd/gpuaffinity (and gpuaffinity-agent)")
 		if err := goBuild(ctx, mod, b.bin, "./cmd/gpuaffinity", "omit_agent"); err != nil {
 			return err
 		}
-		if err := goBuild(ctx, mod, filepath.Join(b.tmp, "gpuaffinity-agent"), "./cmd/gpuaffinity", ""); err != nil {
+		if err := goBuild(ctx, mod, filepath.Join(b.tmp, "gpuaffinity-agent"), "./cmd/gpuaffinity", "agent_only"); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package fleet
+package nodeview
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuaffinity/gpuaffinity/internal/sortfn"
 	"github.com/gpuaffinity/gpuaffinity/placement"
 	"github.com/gpuaffinity/gpuaffinity/topology"
 )
@@ -26,7 +27,7 @@ func Describe(n *topology.Node, pl *placement.Placement, name string) Node {
 		Clique:   topology.NVLinkClique(*n),
 		Layout:   Digest(layout),
 		Firmware: Digest(firmware),
-		Facts:    sortFacts(append(layout, firmware...)),
+		Facts:    SortFacts(append(layout, firmware...)),
 	}
 	if c := n.NVLinkFabric.IMEX.Config; c != nil && c.Nodes != nil {
 		out.IMEXNodes = *c.Nodes
@@ -118,7 +119,7 @@ func NodeFacts(n *topology.Node) (layout, firmware []Fact) {
 		layout = append(layout, Fact{NICKey(c.RDMADevice, "role"), string(c.Role)}, Fact{NICKey(c.RDMADevice, "fabric"), string(c.Fabric)})
 		firmware = append(firmware, Fact{NICKey(c.RDMADevice, "firmware"), c.FirmwareVersion})
 	}
-	return sortFacts(layout), sortFacts(firmware)
+	return SortFacts(layout), SortFacts(firmware)
 }
 
 // Fact keys, NodeFacts' and the fleet reader's (fleet/prom), which
@@ -157,14 +158,14 @@ func PairFact(nics []string, class string) string {
 // facts have the same digest.
 func Digest(facts []Fact) string {
 	h := sha256.New()
-	for _, f := range sortFacts(slices.Clone(facts)) {
+	for _, f := range SortFacts(slices.Clone(facts)) {
 		h.Write([]byte(strconv.Quote(f.Key) + "=" + strconv.Quote(f.Value) + "\n"))
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// sortFacts sorts facts by key (then value) in place and returns them.
-func sortFacts(facts []Fact) []Fact {
-	slices.SortFunc(facts, func(a, b Fact) int { return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Value, b.Value)) })
+// SortFacts sorts facts by key (then value) in place and returns them.
+func SortFacts(facts []Fact) []Fact {
+	sortfn.Sort(facts, func(a, b Fact) int { return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Value, b.Value)) })
 	return facts
 }
