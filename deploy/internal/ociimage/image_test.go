@@ -27,12 +27,12 @@ import (
 )
 
 // The binaries under test, built once by TestMain the way `make build`
-// builds them (two variants; the first is the entrypoint).
+// builds them (three variants; the first is the entrypoint).
 var bins struct {
-	dir         string
-	lean, agent string
-	version     string
-	err         error
+	dir                string
+	lean, agent, fleet string
+	version            string
+	err                error
 }
 
 func TestMain(m *testing.M) {
@@ -47,10 +47,11 @@ func TestMain(m *testing.M) {
 		bins.version = "v0.0.0-ociimage-test"
 		bins.lean = filepath.Join(dir, "gpuaffinity")
 		bins.agent = filepath.Join(dir, "gpuaffinity-agent")
+		bins.fleet = filepath.Join(dir, "gpuaffinity-fleet")
 		_, file, _, _ := runtime.Caller(0)
 		top := filepath.Join(filepath.Dir(file), "..", "..", "..")
 		ld := "-X main.version=" + bins.version + " -X main.revision=test"
-		for _, b := range []struct{ out, tags string }{{bins.lean, "omit_agent"}, {bins.agent, ""}} {
+		for _, b := range []struct{ out, tags string }{{bins.lean, "omit_agent"}, {bins.agent, "agent_only"}, {bins.fleet, ""}} {
 			cmd := exec.Command("go", "build", "-tags", b.tags, "-ldflags", ld, "-o", b.out, "./cmd/gpuaffinity")
 			cmd.Dir = top
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -119,7 +120,7 @@ func realPath(t *testing.T, p string) string {
 // dynamic loader's own (ld.so --list), on this host.
 func TestLibrariesMatchDynamicLoader(t *testing.T) {
 	needBins(t)
-	for _, prog := range []string{bins.lean, bins.agent} {
+	for _, prog := range []string{bins.lean, bins.agent, bins.fleet} {
 		libs, err := Loader{}.Libraries(prog)
 		if err != nil {
 			t.Fatal(err)
@@ -314,7 +315,7 @@ func TestImage(t *testing.T) {
 	needBins(t)
 	created := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	img, err := Build(Spec{
-		Binaries: []string{bins.lean, bins.agent},
+		Binaries: []string{bins.lean, bins.agent, bins.fleet},
 		Version:  bins.version, Revision: "test", Created: created,
 	})
 	if err != nil {
@@ -352,9 +353,10 @@ func checkConfig(t *testing.T, img v1.Image, created time.Time) {
 	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
 		t.Errorf("platform %s/%s, want linux/%s", cf.OS, cf.Architecture, runtime.GOARCH)
 	}
-	// The DaemonSet gives args only (agent, --root=/, ...): the entrypoint
-	// must be the gpuaffinity command, which runs gpuaffinity-agent
-	// installed beside it.
+	// The DaemonSet gives args only (agent, --root=/, ...), and so does
+	// the fleet CronJob (fleet labels --apply ...): the entrypoint must be
+	// the gpuaffinity command, which runs gpuaffinity-agent or
+	// gpuaffinity-fleet installed beside it.
 	if !slices.Equal(cf.Config.Entrypoint, []string{"/usr/bin/gpuaffinity"}) || len(cf.Config.Cmd) != 0 {
 		t.Errorf("entrypoint %q cmd %q, want [/usr/bin/gpuaffinity] and none", cf.Config.Entrypoint, cf.Config.Cmd)
 	}
@@ -395,8 +397,8 @@ func checkFiles(t *testing.T, img v1.Image) {
 		}
 	}
 	sort.Strings(got)
-	wantSet := map[string]bool{"/usr/bin/gpuaffinity": true, "/usr/bin/gpuaffinity-agent": true}
-	for _, prog := range []string{bins.lean, bins.agent} {
+	wantSet := map[string]bool{"/usr/bin/gpuaffinity": true, "/usr/bin/gpuaffinity-agent": true, "/usr/bin/gpuaffinity-fleet": true}
+	for _, prog := range []string{bins.lean, bins.agent, bins.fleet} {
 		for _, l := range ldList(t, prog) {
 			wantSet[l] = true
 		}
@@ -412,7 +414,7 @@ func checkFiles(t *testing.T, img v1.Image) {
 	if files["tmp"] != "dir" {
 		t.Errorf("/tmp: %q, want a directory", files["tmp"])
 	}
-	for _, p := range []string{"usr/bin/gpuaffinity", "usr/bin/gpuaffinity-agent"} {
+	for _, p := range []string{"usr/bin/gpuaffinity", "usr/bin/gpuaffinity-agent", "usr/bin/gpuaffinity-fleet"} {
 		if files[p] != "file -rwxr-xr-x" {
 			t.Errorf("%s: %q, want mode 0755", p, files[p])
 		}
@@ -464,8 +466,14 @@ func checkRuns(t *testing.T, root string) {
 	if rows != 8 {
 		t.Errorf("topo in the image: %d GPU rows with 7 NV18 peers, want 8:\n%s", rows, got)
 	}
-	// The agent binary is where `gpuaffinity agent` finds it.
+	// The agent binary is where `gpuaffinity agent` finds it, and the
+	// fleet binary where `gpuaffinity fleet` (the CronJob's args) does:
+	// --prometheus is a flag of every fleet command
+	// (cmd/gpuaffinity/fleet.go, fleetFlags.register).
 	if out := run("agent", "--help"); !strings.Contains(out, "--web.listen-address") {
 		t.Errorf("agent --help in the image lacks --web.listen-address:\n%s", out)
+	}
+	if out := run("fleet", "labels", "--help"); !strings.Contains(out, "--prometheus string") || !strings.Contains(out, "--apply") {
+		t.Errorf("fleet labels --help in the image lacks --prometheus or --apply:\n%s", out)
 	}
 }

@@ -37,7 +37,7 @@ func TestPodman(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("rootful podman with scratch storage needs root (CI runs as root)")
 	}
-	img, err := Build(Spec{Binaries: []string{bins.lean, bins.agent}, Version: bins.version, Revision: "test"})
+	img, err := Build(Spec{Binaries: []string{bins.lean, bins.agent, bins.fleet}, Version: bins.version, Revision: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package pkgbuild builds gpuaffinity's .deb and .rpm packages with
-// nFPM (github.com/goreleaser/nfpm/v2) from the two binaries `make build`
+// nFPM (github.com/goreleaser/nfpm/v2) from the three binaries `make build`
 // writes and the files under systemd/, deploy/slurm/ and docs/man/.
 // `make package` runs it through ./deploy/internal/pkgbuild/mkpkg.
 //
@@ -45,9 +45,10 @@ const Name = "gpuaffinity"
 // Where the packages put things (the Filesystem Hierarchy Standard 3.0
 // and each distribution's packaging rules).
 const (
-	// BinDir holds both binaries: gpuaffinity runs gpuaffinity-agent from
-	// beside it (cmd/gpuaffinity/agent_omitted.go), and the unit's
-	// ExecStart names /usr/bin/gpuaffinity.
+	// BinDir holds the three binaries: gpuaffinity runs gpuaffinity-agent
+	// (for `agent`) and gpuaffinity-fleet (for `fleet`) from beside it
+	// (cmd/gpuaffinity/agent_omitted.go), and the unit's ExecStart names
+	// /usr/bin/gpuaffinity.
 	BinDir = "/usr/bin"
 	// UnitDir is the distribution's unit directory, where package units go
 	// (systemd.unit(5); /etc/systemd/system is the administrator's).
@@ -72,9 +73,12 @@ type Options struct {
 	// Version is the package version, made by Version from the
 	// Makefile's VERSION.
 	Version string
-	// CLI and Agent are `make build`'s bin/gpuaffinity (the launch-path
-	// build, -tags omit_agent) and bin/gpuaffinity-agent (the full build).
-	CLI, Agent string
+	// CLI, Agent and Fleet are `make build`'s bin/gpuaffinity (the
+	// launch-path build, -tags omit_agent), bin/gpuaffinity-agent (the
+	// daemon's build, -tags agent_only: agent and version only) and
+	// bin/gpuaffinity-fleet (the untagged build, every command in
+	// process, which `gpuaffinity fleet` runs).
+	CLI, Agent, Fleet string
 	// Source is the repository's root: systemd/, deploy/slurm/, docs/man/
 	// and a licence file there are packaged.
 	Source string
@@ -91,7 +95,7 @@ type Options struct {
 
 // Result is what Build made.
 type Result struct {
-	// GLIBC is the lowest glibc release that runs both binaries ("2.34"),
+	// GLIBC is the lowest glibc release that runs all three binaries ("2.34"),
 	// the figure in the deb's Depends and the rpm's Requires; "" for
 	// static binaries, which depend on nothing.
 	GLIBC string
@@ -104,7 +108,9 @@ func Build(o Options) (Result, error) {
 	if o.Version == "" {
 		return Result{}, errors.New("pkgbuild: no version")
 	}
-	for _, b := range []struct{ path, want string }{{o.CLI, "gpuaffinity"}, {o.Agent, "gpuaffinity-agent"}} {
+	for _, b := range []struct{ path, want string }{
+		{o.CLI, "gpuaffinity"}, {o.Agent, "gpuaffinity-agent"}, {o.Fleet, "gpuaffinity-fleet"},
+	} {
 		if filepath.Base(b.path) != b.want {
 			return Result{}, fmt.Errorf("pkgbuild: binary %q: want one named %s", b.path, b.want)
 		}
@@ -114,7 +120,7 @@ func Build(o Options) (Result, error) {
 			return Result{}, fmt.Errorf("pkgbuild: %s is not a file", b.path)
 		}
 	}
-	glibc, err := GLIBC(o.CLI, o.Agent)
+	glibc, err := GLIBC(o.CLI, o.Agent, o.Fleet)
 	if err != nil {
 		return Result{}, fmt.Errorf("pkgbuild: %w", err)
 	}
@@ -252,6 +258,7 @@ func contents(o Options, stage string) (files.Contents, error) {
 	fl := []file{
 		{o.CLI, BinDir + "/gpuaffinity", 0o755, "", ""},
 		{o.Agent, BinDir + "/gpuaffinity-agent", 0o755, "", ""},
+		{o.Fleet, BinDir + "/gpuaffinity-fleet", 0o755, "", ""},
 		{src("systemd", "gpuaffinity.service"), UnitDir + "/gpuaffinity.service", 0o644, "", ""},
 		{src("systemd", "gpuaffinity.socket"), UnitDir + "/gpuaffinity.socket", 0o644, "", ""},
 		{src("deploy", "slurm", "gpuaffinity-prolog.sh"), LibexecDir + "/gpuaffinity-prolog", 0o755, "", ""},

@@ -63,11 +63,11 @@ func needTool(t *testing.T, name, pkg string) string {
 	return ""
 }
 
-// built is what every test here inspects: the two binaries, built as
+// built is what every test here inspects: the three binaries, built as
 // `make build` builds them, and the packages Build made of them.
 type built struct {
-	cli, agent string
-	res        Result
+	cli, agent, fleet string
+	res               Result
 }
 
 var (
@@ -102,7 +102,11 @@ func buildAll(t *testing.T, goTool string) (*built, error) {
 		return nil, err
 	}
 	tmpRoot = dir
-	b := &built{cli: filepath.Join(dir, "bin", "gpuaffinity"), agent: filepath.Join(dir, "bin", "gpuaffinity-agent")}
+	b := &built{
+		cli:   filepath.Join(dir, "bin", "gpuaffinity"),
+		agent: filepath.Join(dir, "bin", "gpuaffinity-agent"),
+		fleet: filepath.Join(dir, "bin", "gpuaffinity-fleet"),
+	}
 	mkpkg := filepath.Join(dir, "mkpkg")
 	// The Makefile's build target, less -trimpath (which would compile
 	// every package again instead of taking them from the cache `make
@@ -114,13 +118,16 @@ func buildAll(t *testing.T, goTool string) (*built, error) {
 	start := time.Now()
 	// The binaries are built in the product module (the repository's
 	// root), mkpkg in this one (deploy/), so that each builds with
-	// GOWORK=off too.
+	// GOWORK=off too. The three builds share the compiled packages the
+	// tags leave alone, so the second and third cost little more than
+	// cmd/gpuaffinity's compile and a link.
 	for _, step := range []struct {
 		dir  string
 		args []string
 	}{
 		{repoRoot, []string{"build", "-tags", "omit_agent", "-ldflags", ldflags, "-o", b.cli, "./cmd/gpuaffinity"}},
-		{repoRoot, []string{"build", "-ldflags", ldflags, "-o", b.agent, "./cmd/gpuaffinity"}},
+		{repoRoot, []string{"build", "-tags", "agent_only", "-ldflags", ldflags, "-o", b.agent, "./cmd/gpuaffinity"}},
+		{repoRoot, []string{"build", "-ldflags", ldflags, "-o", b.fleet, "./cmd/gpuaffinity"}},
 		{".", []string{"build", "-o", mkpkg, "./mkpkg"}},
 	} {
 		args := step.args
@@ -131,13 +138,13 @@ func buildAll(t *testing.T, goTool string) (*built, error) {
 			return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	t.Logf("go build, both binaries and mkpkg: %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("go build, the three binaries and mkpkg: %s", time.Since(start).Round(time.Millisecond))
 
 	// make package's command line, from the repository's root. nFPM
 	// takes every file's time from SOURCE_DATE_EPOCH
 	// (reproducible-builds.org's variable).
 	start = time.Now()
-	cmd := exec.Command(mkpkg, "-version", testDescribe, "-out", filepath.Join(dir, "dist"), b.cli, b.agent)
+	cmd := exec.Command(mkpkg, "-version", testDescribe, "-out", filepath.Join(dir, "dist"), b.cli, b.agent, b.fleet)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), fmt.Sprintf("SOURCE_DATE_EPOCH=%d", testMTime.Unix()))
 	var stderr bytes.Buffer
@@ -231,6 +238,7 @@ func wantFiles(t *testing.T, b *built, format string) map[string]wantFile {
 	w := map[string]wantFile{
 		"/usr/bin/gpuaffinity":                             {mode: 0o755, same: readFile(t, b.cli)},
 		"/usr/bin/gpuaffinity-agent":                       {mode: 0o755, same: readFile(t, b.agent)},
+		"/usr/bin/gpuaffinity-fleet":                       {mode: 0o755, same: readFile(t, b.fleet)},
 		"/usr/lib/systemd/system/gpuaffinity.service":      {mode: 0o644, same: repo("systemd/gpuaffinity.service")},
 		"/usr/lib/systemd/system/gpuaffinity.socket":       {mode: 0o644, same: repo("systemd/gpuaffinity.socket")},
 		"/usr/libexec/gpuaffinity/gpuaffinity-prolog":      {mode: 0o755, same: repo("deploy/slurm/gpuaffinity-prolog.sh")},
@@ -389,6 +397,20 @@ func TestDebUnpacked(t *testing.T) {
 	cmd.Env = []string{"PATH="}
 	if out, err := cmd.CombinedOutput(); err != nil || !slices.Contains(strings.Fields(string(out)), "dgx-h100") {
 		t.Errorf("installed gpuaffinity agent --demo list: %v\n%s", err, out)
+	}
+	// Likewise `fleet`, which runs the fleet build installed beside it;
+	// and that build, run itself, has the fleet command in process.
+	// --prometheus is a flag of every fleet command
+	// (cmd/gpuaffinity/fleet.go, fleetFlags.register).
+	for _, argv := range [][]string{
+		{cli, "fleet", "--help"},
+		{filepath.Join(root, "usr", "bin", "gpuaffinity-fleet"), "fleet", "--help"},
+	} {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = []string{"PATH="}
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--prometheus string") {
+			t.Errorf("installed %s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
 	}
 
 	t.Run("verify", func(t *testing.T) { verifyInRoot(t, root) })
@@ -730,7 +752,7 @@ func TestGLIBC(t *testing.T) {
 		t.Errorf("mkpkg: glibc %s, want %s (docs/operations.md, \"Packages\")", b.res.GLIBC, documentedGLIBC)
 	}
 	re := regexp.MustCompile(`\sGLIBC_([0-9.]+)\n`)
-	for _, bin := range []string{b.cli, b.agent} {
+	for _, bin := range []string{b.cli, b.agent, b.fleet} {
 		got, err := GLIBC(bin)
 		if err != nil {
 			t.Fatal(err)
@@ -823,20 +845,42 @@ func TestLicence(t *testing.T) {
 	}
 }
 
-// Build refuses binaries that are not the two it packages.
+// Build refuses binaries that are not the three it packages, each for
+// its own reason (the messages Build writes), before it reads any: the
+// files here are not ELF, which GLIBC would refuse otherwise.
 func TestBuildRefuses(t *testing.T) {
 	dir := t.TempDir()
-	cli := filepath.Join(dir, "gpuaffinity")
-	if err := os.WriteFile(cli, []byte("x"), 0o755); err != nil {
+	bin := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cli, agent, fleet := bin("gpuaffinity"), bin("gpuaffinity-agent"), bin("gpuaffinity-fleet")
+	sub := filepath.Join(dir, "sub")
+	if err := os.MkdirAll(filepath.Join(sub, "gpuaffinity-fleet"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{
-		{Version: "1.0", CLI: cli, Agent: filepath.Join(dir, "gpuaffinity-agent"), OutDir: dir},
-		{Version: "1.0", CLI: cli, Agent: cli, OutDir: dir},
-		{CLI: cli, Agent: cli, OutDir: dir},
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Version: "1.0", CLI: cli, Agent: filepath.Join(sub, "gpuaffinity-agent"), Fleet: fleet, OutDir: dir}, "no such file"},
+		{Options{Version: "1.0", CLI: cli, Agent: cli, Fleet: fleet, OutDir: dir}, "want one named gpuaffinity-agent"},
+		{Options{Version: "1.0", CLI: cli, Agent: agent, OutDir: dir}, `binary "": want one named gpuaffinity-fleet`},
+		{Options{Version: "1.0", CLI: cli, Agent: agent, Fleet: agent, OutDir: dir}, "want one named gpuaffinity-fleet"},
+		{Options{Version: "1.0", CLI: cli, Agent: agent, Fleet: filepath.Join(sub, "gpuaffinity-fleet"), OutDir: dir}, "is not a file"},
+		{Options{CLI: cli, Agent: agent, Fleet: fleet, OutDir: dir}, "no version"},
 	} {
-		if _, err := Build(o); err == nil {
-			t.Errorf("Build(%+v): no error", o)
+		if _, err := Build(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Build(%+v): %v, want an error saying %q", tc.o, err, tc.want)
 		}
+	}
+	// All three named and present, they pass the checks and reach GLIBC,
+	// which refuses a file that is not ELF.
+	if _, err := Build(Options{Version: "1.0", CLI: cli, Agent: agent, Fleet: fleet, OutDir: dir}); err == nil ||
+		!strings.Contains(err.Error(), "read "+cli) {
+		t.Errorf("Build of three named non-ELF files: %v, want GLIBC's error reading %s", err, cli)
 	}
 }

@@ -2,9 +2,12 @@
 // binaries, offline, as a docker-archive tarball (`make image`):
 //
 //	go run ./deploy/internal/ociimage/mkimage -o dist/gpuaffinity-image.tar \
-//	    -version v0.1.0 -revision abc1234 bin/gpuaffinity bin/gpuaffinity-agent
+//	    -version v0.1.0 -revision abc1234 \
+//	    bin/gpuaffinity bin/gpuaffinity-agent bin/gpuaffinity-fleet
 //
-// The first binary is the entrypoint. Load the result with
+// The first binary is the entrypoint: gpuaffinity, which runs
+// gpuaffinity-agent for `agent` (the DaemonSet) and gpuaffinity-fleet
+// for `fleet` (the fleet CronJob) from beside it in /usr/bin. Load the result with
 // `podman load -i dist/gpuaffinity-image.tar`.
 package main
 

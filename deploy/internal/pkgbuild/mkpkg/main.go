@@ -1,7 +1,8 @@
 // Command mkpkg builds gpuaffinity's .deb and .rpm (deploy/internal/pkgbuild)
 // from the binaries `make build` writes:
 //
-//	go run ./deploy/internal/pkgbuild/mkpkg -version "$(VERSION)" -out dist bin/gpuaffinity bin/gpuaffinity-agent
+//	go run ./deploy/internal/pkgbuild/mkpkg -version "$(VERSION)" -out dist \
+//	    bin/gpuaffinity bin/gpuaffinity-agent bin/gpuaffinity-fleet
 //
 // -version takes the Makefile's VERSION (git describe) and makes a
 // package version of it (pkgbuild.Version). It prints the package
@@ -23,7 +24,7 @@ func main() {
 	source := flag.String("source", ".", "the repository's root (systemd/, deploy/slurm/, docs/man/)")
 	maintainer := flag.String("maintainer", "", "the deb's Maintainer and the rpm's Packager")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: mkpkg -version VERSION [-out DIR] [-source DIR] bin/gpuaffinity bin/gpuaffinity-agent\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: mkpkg -version VERSION [-out DIR] [-source DIR] bin/gpuaffinity bin/gpuaffinity-agent bin/gpuaffinity-fleet\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -44,12 +45,14 @@ func run(describe, out, source, maintainer string, bins []string) error {
 			o.CLI = b
 		case "gpuaffinity-agent":
 			o.Agent = b
+		case "gpuaffinity-fleet":
+			o.Fleet = b
 		default:
-			return fmt.Errorf("%s: want bin/gpuaffinity and bin/gpuaffinity-agent", b)
+			return fmt.Errorf("%s: want bin/gpuaffinity, bin/gpuaffinity-agent and bin/gpuaffinity-fleet", b)
 		}
 	}
-	if o.CLI == "" || o.Agent == "" || len(bins) != 2 {
-		return fmt.Errorf("want the two binaries, bin/gpuaffinity and bin/gpuaffinity-agent (make build)")
+	if o.CLI == "" || o.Agent == "" || o.Fleet == "" || len(bins) != 3 {
+		return fmt.Errorf("want the three binaries, bin/gpuaffinity, bin/gpuaffinity-agent and bin/gpuaffinity-fleet (make build), got %q", bins)
 	}
 	v, err := pkgbuild.Version(describe)
 	if err != nil {
