@@ -73,10 +73,14 @@ var (
 	descNVLinkVisible       = newGPUDesc("nvlink_visible", "1 when NVML reports NVLink state for the GPU; 0 where every link answers NOT_SUPPORTED.")
 	descNVLinkExpected      = newGPUDesc("nvlink_expected_links", "Links the GPU should have up: the --expect count, else the links NVML listed at discovery.")
 	descNVLinkUp            = newGPUDesc("nvlink_up", "1 when the NVLink is up, 0 when it is down or unreadable.", "link")
-	descNVLinkCRCFlit       = newGPUDesc("nvlink_crc_flit_errors_total", "NVLink data-link CRC flit errors.", "link")
-	descNVLinkCRCData       = newGPUDesc("nvlink_crc_data_errors_total", "NVLink data-link CRC data errors.", "link")
-	descNVLinkReplay        = newGPUDesc("nvlink_replay_errors_total", "NVLink data-link replays.", "link")
-	descNVLinkRecovery      = newGPUDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries.", "link")
+	// The error counters are the GPU's, summed over its links, as
+	// dcgm-exporter's NVLINK_*_ERROR_COUNT_TOTAL fields: per link they
+	// were 4 of every 5 NVLink series (576 of a DGX H100's 1,774), and
+	// nvlink_up still names the link that failed.
+	descNVLinkCRCFlit  = newGPUDesc("nvlink_crc_flit_errors_total", "NVLink data-link CRC flit errors, summed over the GPU's links; absent when a link's count is unreadable.")
+	descNVLinkCRCData  = newGPUDesc("nvlink_crc_data_errors_total", "NVLink data-link CRC data errors, summed over the GPU's links; absent when a link's count is unreadable.")
+	descNVLinkReplay   = newGPUDesc("nvlink_replay_errors_total", "NVLink data-link replays, summed over the GPU's links; absent when a link's count is unreadable.")
+	descNVLinkRecovery = newGPUDesc("nvlink_recovery_errors_total", "NVLink data-link recoveries, summed over the GPU's links; absent when a link's count is unreadable.")
 
 	// AMD Instinct GPUs (collector amdgpu; amd.go). gpu_info and the
 	// gpu_pcie_* families are the NVIDIA GPUs' ones.

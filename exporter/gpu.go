@@ -194,17 +194,35 @@ func nvlinkMetrics(st *State, gpu *gpuLabels, ng *topology.GPU, g *nvml.GPU, s *
 	// ("10" before "2"), which spares familyBuilder the sort.
 	sortfn.Sort(links, func(a, b int) int { return strings.Compare(itoa(a), itoa(b)) })
 	links = slices.Compact(links)
+	// Each error counter is the sum over every link listed, and only
+	// when every one answered: a link that did not (gone from NVML now,
+	// or its count unreadable) would lower the sum, which Prometheus
+	// takes for a counter reset and rate() for a burst of errors. So the
+	// total is absent that scrape instead; nvlink_up names the link.
+	var sums [4]uint64
+	read := [4]bool{true, true, true, true}
 	for _, n := range links {
-		link := itoa(n)
 		l := now[n]
-		s.gpuGauge(descNVLinkUp, b2f(l != nil && l.Active), gpu, link)
+		s.gpuGauge(descNVLinkUp, b2f(l != nil && l.Active), gpu, itoa(n))
 		if l == nil {
+			read = [4]bool{}
 			continue
 		}
-		counterPtr(s, descNVLinkCRCFlit, l.CRCFlitErrors, gpu, link)
-		counterPtr(s, descNVLinkCRCData, l.CRCDataErrors, gpu, link)
-		counterPtr(s, descNVLinkReplay, l.ReplayErrors, gpu, link)
-		counterPtr(s, descNVLinkRecovery, l.RecoveryErrors, gpu, link)
+		for i, v := range [4]*uint64{l.CRCFlitErrors, l.CRCDataErrors, l.ReplayErrors, l.RecoveryErrors} {
+			if v == nil {
+				read[i] = false
+			} else {
+				sums[i] += *v
+			}
+		}
+	}
+	if len(links) == 0 {
+		return
+	}
+	for i, d := range [4]*prometheus.Desc{descNVLinkCRCFlit, descNVLinkCRCData, descNVLinkReplay, descNVLinkRecovery} {
+		if read[i] {
+			s.gpuCounter(d, float64(sums[i]), gpu)
+		}
 	}
 }
 

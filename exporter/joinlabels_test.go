@@ -390,9 +390,9 @@ func TestJoinLabelsKeepCardinality(t *testing.T) {
 				"gpuaffinity_gpu_retired_pages_pending": 8, "gpuaffinity_gpu_fabric_state": 8,
 				"gpuaffinity_gpu_fabric_status": 8, "gpuaffinity_gpu_recovery_action": 8,
 				"gpuaffinity_nvlink_visible": 8, "gpuaffinity_nvlink_expected_links": 8,
-				"gpuaffinity_nvlink_up": 8 * 18, "gpuaffinity_nvlink_crc_flit_errors_total": 8 * 18,
-				"gpuaffinity_nvlink_crc_data_errors_total": 8 * 18, "gpuaffinity_nvlink_replay_errors_total": 8 * 18,
-				"gpuaffinity_nvlink_recovery_errors_total": 8 * 18,
+				"gpuaffinity_nvlink_up": 8 * 18, "gpuaffinity_nvlink_crc_flit_errors_total": 8,
+				"gpuaffinity_nvlink_crc_data_errors_total": 8, "gpuaffinity_nvlink_replay_errors_total": 8,
+				"gpuaffinity_nvlink_recovery_errors_total": 8,
 				"gpuaffinity_topology_pair_info":           8, "gpuaffinity_topology_best_nic_class": 8,
 			} {
 				if got := len(r.find(name, nil)); got != n {

@@ -1,8 +1,11 @@
 package exporter
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -91,12 +94,15 @@ func TestDGXH100(t *testing.T) {
 			t.Errorf("GPU %d: %d nvlink_up series, want 18", i, n)
 		}
 		for link := range 18 {
-			ls := l("gpu", gpu, "link", fmt.Sprint(link))
-			eq("gpuaffinity_nvlink_up", ls, 1)
-			eq("gpuaffinity_nvlink_crc_flit_errors_total", ls, 0)
-			eq("gpuaffinity_nvlink_crc_data_errors_total", ls, 0)
-			eq("gpuaffinity_nvlink_replay_errors_total", ls, 0)
-			eq("gpuaffinity_nvlink_recovery_errors_total", ls, 0)
+			eq("gpuaffinity_nvlink_up", l("gpu", gpu, "link", fmt.Sprint(link)), 1)
+		}
+		// The error counters are the GPU's, one series each, no link.
+		for _, name := range []string{"gpuaffinity_nvlink_crc_flit_errors_total", "gpuaffinity_nvlink_crc_data_errors_total",
+			"gpuaffinity_nvlink_replay_errors_total", "gpuaffinity_nvlink_recovery_errors_total"} {
+			if n := len(r.find(name, l("gpu", gpu))); n != 1 {
+				t.Errorf("GPU %d: %d %s series, want 1", i, n, name)
+			}
+			eq(name, l("gpu", gpu), 0)
 		}
 		eq("gpuaffinity_topology_pair_info", l("gpu", gpu, "nic", g.nic, "class", "PIX"), 1)
 		eq("gpuaffinity_topology_best_nic_class", l("gpu", gpu), 1)
@@ -251,12 +257,14 @@ func TestDGXH100Faults(t *testing.T) {
 		{"gpuaffinity_nvlink_up", l("gpu", "2", "link", "5"), 0},
 		{"gpuaffinity_nvlink_up", l("gpu", "2", "link", "4"), 1},
 		{"gpuaffinity_nvlink_expected_links", l("gpu", "2"), 18},
-		{"gpuaffinity_nvlink_crc_flit_errors_total", l("gpu", "2", "link", "5"), 12},
-		{"gpuaffinity_nvlink_crc_data_errors_total", l("gpu", "2", "link", "5"), 1},
-		{"gpuaffinity_nvlink_replay_errors_total", l("gpu", "2", "link", "5"), 3},
-		{"gpuaffinity_nvlink_recovery_errors_total", l("gpu", "2", "link", "5"), 2},
-		{"gpuaffinity_nvlink_crc_flit_errors_total", l("gpu", "2", "link", "4"), 0},
-		{"gpuaffinity_nvlink_recovery_errors_total", l("gpu", "0", "link", "17"), 0},
+		// Summed over the GPU's 18 links: link 5's counts, the others 0
+		// (the fixture's spec).
+		{"gpuaffinity_nvlink_crc_flit_errors_total", l("gpu", "2"), 12},
+		{"gpuaffinity_nvlink_crc_data_errors_total", l("gpu", "2"), 1},
+		{"gpuaffinity_nvlink_replay_errors_total", l("gpu", "2"), 3},
+		{"gpuaffinity_nvlink_recovery_errors_total", l("gpu", "2"), 2},
+		{"gpuaffinity_nvlink_crc_flit_errors_total", l("gpu", "3"), 0},
+		{"gpuaffinity_nvlink_recovery_errors_total", l("gpu", "0"), 0},
 		{"gpuaffinity_gpu_remapped_rows_pending", l("gpu", "4"), 1},
 		{"gpuaffinity_gpu_remapped_rows_uncorrectable", l("gpu", "4"), 1},
 		{"gpuaffinity_gpu_remapped_rows_pending", l("gpu", "3"), 0},
@@ -312,4 +320,40 @@ func TestRenumberedGPU(t *testing.T) {
 	if v := r.must(t, "gpuaffinity_gpu_up", l("gpu", "4")); v != 1 {
 		t.Errorf("gpu_up{gpu=4} = %g, want 1", v)
 	}
+}
+
+// A GPU's error total is absent, not lowered, in a scrape where one of
+// its links' counts is unreadable: a lower sum would read as a counter
+// reset, and rate() as a burst of errors. dgx-h100-faults with GPU 2's
+// link 7 answering ERROR_NOT_SUPPORTED for its CRC data count.
+func TestNVLinkErrorTotalUnreadableLink(t *testing.T) {
+	root, node := fixture(t, "dgx-h100-faults")
+	path := filepath.Join(root, "nvml.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	dev := doc["devices"].([]any)[2].(map[string]any)
+	link := dev["nvlinks"].([]any)[7].(map[string]any)
+	link["errors"].(map[string]any)["crc_data"] = map[string]any{"return": "ERROR_NOT_SUPPORTED"}
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := scrapeOK(t, newExporter(t, root, node, replay(t, root)).Handler())
+	if got := r.find("gpuaffinity_nvlink_crc_data_errors_total", l("gpu", "2")); len(got) != 0 {
+		t.Errorf("GPU 2's CRC data total with link 7's count unreadable: %v, want no series", got)
+	}
+	r.expect(t, []wantSample{
+		{"gpuaffinity_nvlink_crc_flit_errors_total", l("gpu", "2"), 12},
+		{"gpuaffinity_nvlink_replay_errors_total", l("gpu", "2"), 3},
+		{"gpuaffinity_nvlink_crc_data_errors_total", l("gpu", "3"), 0},
+		{"gpuaffinity_nvlink_up", l("gpu", "2", "link", "7"), 1},
+	})
 }
