@@ -55,7 +55,7 @@ func TestFamilyBuilderIsRegistry(t *testing.T) {
 	}
 	kinds := []kind{
 		{descNVLinkUp, prometheus.GaugeValue, 6},
-		{descNVLinkCRCFlit, prometheus.CounterValue, 6},
+		{descNVLinkCRCFlit, prometheus.CounterValue, 5},
 		{descGPUUp, prometheus.GaugeValue, 5},
 		{descRDMAState, prometheus.GaugeValue, 2},
 		{descTopologyAlign, prometheus.GaugeValue, 0},
