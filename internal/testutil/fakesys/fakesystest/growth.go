@@ -25,7 +25,7 @@ func (m GrowthMachine) Devices() int { return m.GPUs + m.NICs + m.VFs }
 //
 //	gpu1-nic14       DGX H100 without GPUs 1-7
 //	gpu8-nic14       DGX H100 as it is
-//	gpu16-nic14      DGX H100 with a second tray's 8 GPU switches (domain 0001, GPUs 8-15, no NICs)
+//	gpu16-nic14      DGX H100 with a second tray's 8 GPU switches (domain 0001, GPUs 8-15, no NICs or drives)
 //	gpu8-nic0        DGX H100 without any NIC
 //	gpu8-nic8        DGX H100 with its 8 compute NICs only
 //	gpu8-nic33-p5    AWS p5 as it is (another machine: EFA, 192 CPUs)
@@ -71,7 +71,11 @@ func GrowthMachines(tb testing.TB) []GrowthMachine {
 	add("gpu8-nic14", machine("dgx-h100"))
 
 	s = machine("dgx-h100")
-	tray := growthPrune(machine("dgx-h100").PCI, func(d *fakesys.Device) bool { return d.Kind == fakesys.KindNIC })
+	// The second tray's GPUs alone: its NICs and NVMe drives would repeat
+	// the first tray's names (mlx5_N, nvmeN), which a machine has once.
+	tray := growthPrune(machine("dgx-h100").PCI, func(d *fakesys.Device) bool {
+		return d.Kind == fakesys.KindNIC || d.Kind == fakesys.KindNVMe
+	})
 	for i := range tray {
 		tray[i].HostBridge = strings.Replace(tray[i].HostBridge, "0000:", "0001:", 1)
 		growthWalk(tray[i].Devices, func(d *fakesys.Device) {
