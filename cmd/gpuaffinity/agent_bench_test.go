@@ -17,12 +17,12 @@ import (
 	"github.com/gpuaffinity/gpuaffinity/internal/testutil/fakesys/fakesystest"
 )
 
-// benchBinary builds gpuaffinity (without -race: what users run) into a
-// temporary directory of tb.
-func benchBinary(tb testing.TB) string {
+// benchBinary builds gpuaffinity (without -race: what users run), with
+// the build tags given, into a temporary directory of tb.
+func benchBinary(tb testing.TB, tags ...string) string {
 	tb.Helper()
 	bin := filepath.Join(tb.TempDir(), "gpuaffinity")
-	out, err := exec.Command("go", "build", "-trimpath", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-trimpath", "-tags", strings.Join(tags, ","), "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		tb.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -76,14 +76,15 @@ func scrapeRSS(b *testing.B, pid int, url string) {
 	b.ReportMetric(vmRSS(b, pid), "rss-MB")
 }
 
-// BenchmarkAgentRSS runs the agent binary on the DGX H100 fixture and
+// BenchmarkAgentRSS runs the agent binary (gpuaffinity-agent, the
+// agent_only build, as make build makes it) on the DGX H100 fixture and
 // reports the time per /metrics scrape and the agent's VmRSS after at
 // least 1,000 scrapes; then the same for node_exporter with only its
 // infiniband collector, on the same fixture (skipped when not
 // installed). Target: agent RSS under 30 MB.
 func BenchmarkAgentRSS(b *testing.B) {
 	root := fakesystest.Root(b, "dgx-h100")
-	bin := benchBinary(b)
+	bin := benchBinary(b, "agent_only")
 	b.Run("agent-dgx-h100", func(b *testing.B) {
 		cmd := exec.Command(bin, "agent", "--root", root, "--state-dir", b.TempDir(), "--rescan", "0",
 			"--web.listen-address", "127.0.0.1:0", "--log-level", "info")
@@ -178,7 +179,7 @@ func waitHTTP(b *testing.B, url string) {
 // under 3 ms.
 func BenchmarkEnvProcess(b *testing.B) {
 	root := fakesystest.Root(b, "dgx-h100")
-	bin := benchBinary(b)
+	bin := benchBinary(b, "agent_only")
 	dir := writeAgentState(b, root)
 	env := append(execCleanEnv(), "GPUAFFINITY_STATE_DIR=")
 	for _, bc := range []struct {
