@@ -179,7 +179,7 @@ func waitHTTP(b *testing.B, url string) {
 // under 3 ms.
 func BenchmarkEnvProcess(b *testing.B) {
 	root := fakesystest.Root(b, "dgx-h100")
-	bin := benchBinary(b, "agent_only")
+	bin := benchBinary(b)
 	dir := writeAgentState(b, root)
 	env := append(execCleanEnv(), "GPUAFFINITY_STATE_DIR=")
 	for _, bc := range []struct {
